@@ -1,0 +1,120 @@
+//! Event entry points.
+
+use crate::info::{array, Info};
+use crate::{entry, entry_obj, platform};
+use mirrorcl_runtime::cl::*;
+use mirrorcl_runtime::context::Context;
+use mirrorcl_runtime::event::{self, Event};
+use mirrorcl_runtime::object::Handle;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+#[no_mangle]
+pub unsafe extern "C" fn clWaitForEvents(num_events: cl_uint, event_list: *const cl_event) -> cl_int {
+    entry(|| {
+        platform();
+        if num_events == 0 || event_list.is_null() {
+            return Err(CL_INVALID_VALUE);
+        }
+        let events = array(event_list, num_events as usize)
+            .iter()
+            .map(|&e| Event::from_handle(e))
+            .collect::<Result<Vec<_>, _>>()?;
+        // CL_INVALID_CONTEXT if events in event_list do not belong to the same context.
+        if events.iter().any(|e| !Arc::ptr_eq(&e.context, &events[0].context)) {
+            return Err(CL_INVALID_CONTEXT);
+        }
+        event::wait_all(&events)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetEventInfo(
+    ev: cl_event,
+    param_name: cl_event_info,
+    param_value_size: usize,
+    param_value: *mut c_void,
+    param_value_size_ret: *mut usize,
+) -> cl_int {
+    entry(|| {
+        platform();
+        let e = Event::from_handle(ev)?;
+        let info = match param_name {
+            CL_EVENT_COMMAND_QUEUE => Info::value::<cl_command_queue>(e.queue_handle as cl_command_queue),
+            CL_EVENT_CONTEXT => Info::value(e.context.handle()),
+            CL_EVENT_COMMAND_TYPE => Info::value::<cl_command_type>(e.command_type),
+            CL_EVENT_COMMAND_EXECUTION_STATUS => Info::value::<cl_int>(e.status()),
+            CL_EVENT_REFERENCE_COUNT => Info::value::<cl_uint>(e.header().count()),
+            _ => return Err(CL_INVALID_VALUE),
+        };
+        info.write(param_value_size, param_value, param_value_size_ret)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clCreateUserEvent(context: cl_context, errcode_ret: *mut cl_int) -> cl_event {
+    entry_obj(errcode_ret, || {
+        platform();
+        let ctx = Context::from_handle(context)?;
+        Ok(Event::into_handle(event::user_event(ctx)))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clSetUserEventStatus(ev: cl_event, execution_status: cl_int) -> cl_int {
+    entry(|| {
+        platform();
+        event::set_user_status(&Event::from_handle(ev)?, execution_status)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clRetainEvent(ev: cl_event) -> cl_int {
+    entry(|| {
+        platform();
+        Event::retain_handle(ev)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clReleaseEvent(ev: cl_event) -> cl_int {
+    entry(|| {
+        platform();
+        Event::release_handle(ev).map(|_| ())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clSetEventCallback(
+    ev: cl_event,
+    command_exec_callback_type: cl_int,
+    pfn_notify: Option<unsafe extern "C" fn(cl_event, cl_int, *mut c_void)>,
+    user_data: *mut c_void,
+) -> cl_int {
+    entry(|| {
+        platform();
+        let e = Event::from_handle(ev)?;
+        let f = pfn_notify.ok_or(CL_INVALID_VALUE)?;
+        if !matches!(command_exec_callback_type, CL_SUBMITTED | CL_RUNNING | CL_COMPLETE) {
+            return Err(CL_INVALID_VALUE);
+        }
+        e.add_user_callback(command_exec_callback_type, f, user_data);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetEventProfilingInfo(
+    ev: cl_event,
+    param_name: cl_profiling_info,
+    param_value_size: usize,
+    param_value: *mut c_void,
+    param_value_size_ret: *mut usize,
+) -> cl_int {
+    entry(|| {
+        platform();
+        let e = Event::from_handle(ev)?;
+        let value = e.profiling_info(param_name)?;
+        Info::value::<cl_ulong>(value).write(param_value_size, param_value, param_value_size_ret)
+    })
+}

@@ -1,0 +1,288 @@
+//! Platform and device entry points.
+
+use crate::info::{array, Info};
+use crate::{c_str, entry, platform};
+use mirrorcl_runtime::cl::*;
+use mirrorcl_runtime::device::Device;
+use mirrorcl_runtime::object::Handle;
+use mirrorcl_runtime::platform::{self as rt, Platform};
+use mirrorcl_runtime::ClResult;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+fn platform_ids(num_entries: cl_uint, platforms: *mut cl_platform_id, num_platforms: *mut cl_uint) -> ClResult<()> {
+    // CL_INVALID_VALUE if num_entries is 0 and platforms is not NULL, or if both
+    // platforms and num_platforms are NULL.
+    if (num_entries == 0 && !platforms.is_null()) || (platforms.is_null() && num_platforms.is_null()) {
+        return Err(CL_INVALID_VALUE);
+    }
+    let p = platform();
+    if !platforms.is_null() {
+        // SAFETY: at least one writable entry (num_entries > 0).
+        unsafe { *platforms = p.handle() };
+    }
+    if !num_platforms.is_null() {
+        // SAFETY: valid out-pointer.
+        unsafe { *num_platforms = 1 };
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetPlatformIDs(num_entries: cl_uint, platforms: *mut cl_platform_id, num_platforms: *mut cl_uint) -> cl_int {
+    entry(|| platform_ids(num_entries, platforms, num_platforms))
+}
+
+/// The ICD loader's way in (cl_khr_icd).
+#[no_mangle]
+pub unsafe extern "C" fn clIcdGetPlatformIDsKHR(num_entries: cl_uint, platforms: *mut cl_platform_id, num_platforms: *mut cl_uint) -> cl_int {
+    entry(|| platform_ids(num_entries, platforms, num_platforms))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetPlatformInfo(
+    platform_id: cl_platform_id,
+    param_name: cl_platform_info,
+    param_value_size: usize,
+    param_value: *mut c_void,
+    param_value_size_ret: *mut usize,
+) -> cl_int {
+    entry(|| {
+        platform();
+        Platform::check(platform_id)?;
+        let info = match param_name {
+            CL_PLATFORM_PROFILE => Info::text(rt::PLATFORM_PROFILE),
+            CL_PLATFORM_VERSION => Info::text(rt::PLATFORM_VERSION),
+            CL_PLATFORM_NAME => Info::text(rt::PLATFORM_NAME),
+            CL_PLATFORM_VENDOR => Info::text(rt::PLATFORM_VENDOR),
+            CL_PLATFORM_EXTENSIONS => Info::text(rt::PLATFORM_EXTENSIONS),
+            CL_PLATFORM_ICD_SUFFIX_KHR => Info::text(rt::ICD_SUFFIX),
+            _ => return Err(CL_INVALID_VALUE),
+        };
+        info.write(param_value_size, param_value, param_value_size_ret)
+    })
+}
+
+const KNOWN_TYPES: cl_device_type =
+    CL_DEVICE_TYPE_DEFAULT | CL_DEVICE_TYPE_CPU | CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR | CL_DEVICE_TYPE_CUSTOM;
+
+/// The platform's devices of `device_type`, or the specification's error.
+pub(crate) fn devices_of_type(device_type: cl_device_type) -> ClResult<Vec<Arc<Device>>> {
+    if device_type != CL_DEVICE_TYPE_ALL && (device_type == 0 || device_type & !KNOWN_TYPES != 0) {
+        return Err(CL_INVALID_DEVICE_TYPE);
+    }
+    let p = platform();
+    let mut found: Vec<Arc<Device>> = p
+        .devices
+        .iter()
+        .filter(|d| device_type == CL_DEVICE_TYPE_ALL || d.device_type() & device_type != 0)
+        .cloned()
+        .collect();
+    if device_type & CL_DEVICE_TYPE_DEFAULT != 0 && device_type != CL_DEVICE_TYPE_ALL && found.is_empty() {
+        found.extend(p.devices.first().cloned());
+    }
+    if found.is_empty() {
+        return Err(CL_DEVICE_NOT_FOUND);
+    }
+    Ok(found)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetDeviceIDs(
+    platform_id: cl_platform_id,
+    device_type: cl_device_type,
+    num_entries: cl_uint,
+    devices: *mut cl_device_id,
+    num_devices: *mut cl_uint,
+) -> cl_int {
+    entry(|| {
+        platform();
+        Platform::check(platform_id)?;
+        let found = devices_of_type(device_type)?;
+        if (num_entries == 0 && !devices.is_null()) || (devices.is_null() && num_devices.is_null()) {
+            return Err(CL_INVALID_VALUE);
+        }
+        if !devices.is_null() {
+            for (i, d) in found.iter().take(num_entries as usize).enumerate() {
+                // SAFETY: num_entries writable entries.
+                unsafe { *devices.add(i) = d.handle() };
+            }
+        }
+        if !num_devices.is_null() {
+            // SAFETY: valid out-pointer.
+            unsafe { *num_devices = found.len() as cl_uint };
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetDeviceInfo(
+    device: cl_device_id,
+    param_name: cl_device_info,
+    param_value_size: usize,
+    param_value: *mut c_void,
+    param_value_size_ret: *mut usize,
+) -> cl_int {
+    entry(|| {
+        let p = platform();
+        let d = Device::from_handle(device)?;
+        let info = match param_name {
+            CL_DEVICE_PLATFORM => Info::value(p.handle()),
+            CL_DEVICE_REFERENCE_COUNT => Info::value::<cl_uint>(if d.is_root() { 1 } else { d.header().count() }),
+            _ => match d.info(param_name) {
+                Some(bytes) => Info(bytes.to_vec()),
+                None if d.owner == p.rank && !mirrorcl_runtime::device::DEVICE_INFO_1_2.contains(&param_name) => {
+                    // Newer queries are answered by the vendor itself.
+                    let f = mirrorcl_runtime::vfn!(d.vdev.0, clGetDeviceInfo)?;
+                    let bytes = mirrorcl_runtime::vendor::query_bytes(|size, value, ret| {
+                        // SAFETY: standard two-call query on a live vendor device.
+                        unsafe { f(d.vdev.0, param_name, size, value, ret) }
+                    })?;
+                    Info(bytes)
+                }
+                None => return Err(CL_INVALID_VALUE),
+            },
+        };
+        info.write(param_value_size, param_value, param_value_size_ret)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clCreateSubDevices(
+    in_device: cl_device_id,
+    properties: *const cl_device_partition_property,
+    num_devices: cl_uint,
+    out_devices: *mut cl_device_id,
+    num_devices_ret: *mut cl_uint,
+) -> cl_int {
+    entry(|| {
+        let p = platform();
+        let parent = Device::from_handle(in_device)?;
+        if properties.is_null() {
+            return Err(CL_INVALID_VALUE);
+        }
+        let mut props = Vec::new();
+        let mut i = 0;
+        loop {
+            // SAFETY: a zero-terminated property list.
+            let v = unsafe { *properties.add(i) };
+            if v == 0 {
+                break;
+            }
+            props.push(v);
+            i += 1;
+        }
+        let f = mirrorcl_runtime::vfn!(parent.vdev.0, clCreateSubDevices)?;
+        let mut n: cl_uint = 0;
+        // SAFETY: counting call.
+        mirrorcl_runtime::check(unsafe { f(parent.vdev.0, properties, 0, std::ptr::null_mut(), &mut n) })?;
+        if !out_devices.is_null() && num_devices < n {
+            return Err(CL_INVALID_VALUE);
+        }
+        if !num_devices_ret.is_null() {
+            // SAFETY: valid out-pointer.
+            unsafe { *num_devices_ret = n };
+        }
+        if out_devices.is_null() {
+            return Ok(());
+        }
+        let mut vsubs = vec![std::ptr::null_mut(); n as usize];
+        // SAFETY: n writable entries.
+        mirrorcl_runtime::check(unsafe { f(parent.vdev.0, properties, n, vsubs.as_mut_ptr(), std::ptr::null_mut()) })?;
+        for (k, v) in vsubs.into_iter().enumerate() {
+            let dev = Device::capture(
+                p.new_device_index(),
+                parent.owner,
+                parent.vendor,
+                mirrorcl_runtime::vendor::V(v),
+                Some(parent.clone()),
+                props.clone(),
+            )?;
+            // SAFETY: num_devices >= n writable entries.
+            unsafe { *out_devices.add(k) = Device::into_handle(Arc::new(dev)) };
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clRetainDevice(device: cl_device_id) -> cl_int {
+    entry(|| {
+        platform();
+        let d = Device::from_handle(device)?;
+        if !d.is_root() {
+            d.header().retain();
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clReleaseDevice(device: cl_device_id) -> cl_int {
+    entry(|| {
+        platform();
+        let d = Device::from_handle(device)?;
+        if !d.is_root() {
+            Device::release_handle(device)?;
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetExtensionFunctionAddress(func_name: *const libc::c_char) -> *mut c_void {
+    match c_str(func_name) {
+        Some(name) => crate::lookup(name.to_bytes()),
+        None => std::ptr::null_mut(),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetExtensionFunctionAddressForPlatform(platform_id: cl_platform_id, func_name: *const libc::c_char) -> *mut c_void {
+    platform();
+    if Platform::check(platform_id).is_err() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: forwarded as given.
+    unsafe { clGetExtensionFunctionAddress(func_name) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clUnloadCompiler() -> cl_int {
+    CL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clUnloadPlatformCompiler(platform_id: cl_platform_id) -> cl_int {
+    entry(|| {
+        platform();
+        Platform::check(platform_id).map(|_| ())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetDeviceAndHostTimer(device: cl_device_id, device_timestamp: *mut cl_ulong, host_timestamp: *mut cl_ulong) -> cl_int {
+    entry(|| {
+        platform();
+        Device::from_handle(device)?;
+        // An OpenCL 2.1 query on a 1.2 platform.
+        let _ = (device_timestamp, host_timestamp);
+        Err(CL_INVALID_OPERATION)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetHostTimer(device: cl_device_id, host_timestamp: *mut cl_ulong) -> cl_int {
+    entry(|| {
+        platform();
+        Device::from_handle(device)?;
+        let _ = host_timestamp;
+        Err(CL_INVALID_OPERATION)
+    })
+}
+
+/// Devices given as a list argument: each must be valid.
+pub(crate) fn device_list(n: cl_uint, list: *const cl_device_id) -> ClResult<Vec<Arc<Device>>> {
+    array(list, n as usize).iter().map(|&d| Device::from_handle(d)).collect()
+}

@@ -1,0 +1,626 @@
+//! Program and kernel entry points.
+
+use crate::api::platform::device_list;
+use crate::info::{array, Info};
+use crate::{c_str, entry, entry_obj, platform};
+use mirrorcl_runtime::cl::*;
+use mirrorcl_runtime::context::Context;
+use mirrorcl_runtime::device::Device;
+use mirrorcl_runtime::kernel::{kernel_query, ArgValue, Kernel};
+use mirrorcl_runtime::memory::Buffer;
+use mirrorcl_runtime::object::Handle;
+use mirrorcl_runtime::program::Program;
+use mirrorcl_runtime::vendor::c_string;
+use mirrorcl_runtime::{vfn, ClResult};
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+
+type BuildNotify = Option<unsafe extern "C" fn(cl_program, *mut c_void)>;
+
+#[no_mangle]
+pub unsafe extern "C" fn clCreateProgramWithSource(
+    context: cl_context,
+    count: cl_uint,
+    strings: *mut *const libc::c_char,
+    lengths: *const usize,
+    errcode_ret: *mut cl_int,
+) -> cl_program {
+    entry_obj(errcode_ret, || {
+        platform();
+        let ctx = Context::from_handle(context)?;
+        // CL_INVALID_VALUE if count is zero or strings or any entry in strings is NULL.
+        if count == 0 || strings.is_null() {
+            return Err(CL_INVALID_VALUE);
+        }
+        let mut source = Vec::new();
+        for i in 0..count as usize {
+            // SAFETY: `count` string pointers.
+            let s = unsafe { *strings.add(i) };
+            if s.is_null() {
+                return Err(CL_INVALID_VALUE);
+            }
+            // SAFETY: `lengths` has `count` entries when not NULL.
+            let len = if lengths.is_null() { 0 } else { unsafe { *lengths.add(i) } };
+            if len == 0 {
+                source.extend_from_slice(c_str(s).expect("checked non-NULL").to_bytes());
+            } else {
+                // SAFETY: the application gives `len` readable bytes.
+                source.extend_from_slice(unsafe { std::slice::from_raw_parts(s as *const u8, len) });
+            }
+        }
+        let text = String::from_utf8_lossy(&source).into_owned();
+        Ok(Program::into_handle(Program::with_source(ctx, text)?))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clCreateProgramWithBinary(
+    context: cl_context,
+    num_devices: cl_uint,
+    device_list_ptr: *const cl_device_id,
+    lengths: *const usize,
+    binaries: *mut *const u8,
+    binary_status: *mut cl_int,
+    errcode_ret: *mut cl_int,
+) -> cl_program {
+    entry_obj(errcode_ret, || {
+        platform();
+        let ctx = Context::from_handle(context)?;
+        if device_list_ptr.is_null() || num_devices == 0 {
+            return Err(CL_INVALID_VALUE);
+        }
+        let devices = device_list(num_devices, device_list_ptr)?;
+        if devices.iter().any(|d| !ctx.has_device(d)) {
+            return Err(CL_INVALID_DEVICE);
+        }
+        if lengths.is_null() || binaries.is_null() {
+            return Err(CL_INVALID_VALUE);
+        }
+        let n = num_devices as usize;
+        let mut status = vec![CL_SUCCESS; n];
+        let mut bins: Vec<&[u8]> = Vec::with_capacity(n);
+        for i in 0..n {
+            // SAFETY: `n` entries each.
+            let (len, ptr) = unsafe { (*lengths.add(i), *binaries.add(i)) };
+            if len == 0 || ptr.is_null() {
+                status[i] = CL_INVALID_VALUE;
+            }
+            bins.push(if len == 0 || ptr.is_null() {
+                &[]
+            } else {
+                // SAFETY: `len` readable bytes.
+                unsafe { std::slice::from_raw_parts(ptr, len) }
+            });
+        }
+        let write_status = |status: &[cl_int]| {
+            if !binary_status.is_null() {
+                for (i, s) in status.iter().enumerate() {
+                    // SAFETY: `n` writable entries.
+                    unsafe { *binary_status.add(i) = *s };
+                }
+            }
+        };
+        if status.iter().any(|&s| s != CL_SUCCESS) {
+            write_status(&status);
+            return Err(CL_INVALID_VALUE);
+        }
+        let result = Program::with_binaries(ctx, devices, &bins, &mut status);
+        for s in status.iter_mut() {
+            if *s != CL_SUCCESS {
+                *s = CL_INVALID_BINARY;
+            }
+        }
+        write_status(&status);
+        match result {
+            Ok(p) => Ok(Program::into_handle(p)),
+            Err(CL_INVALID_VALUE) | Err(CL_INVALID_BINARY) => Err(CL_INVALID_BINARY),
+            Err(e) => Err(e),
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clRetainProgram(program: cl_program) -> cl_int {
+    entry(|| {
+        platform();
+        Program::retain_handle(program)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clReleaseProgram(program: cl_program) -> cl_int {
+    entry(|| {
+        platform();
+        Program::release_handle(program).map(|_| ())
+    })
+}
+
+/// The device list of a build-like call, checked against the program's devices.
+fn program_devices(program: &Program, n: cl_uint, list: *const cl_device_id) -> ClResult<Vec<Arc<Device>>> {
+    if (list.is_null() && n > 0) || (!list.is_null() && n == 0) {
+        return Err(CL_INVALID_VALUE);
+    }
+    let devices = device_list(n, list)?;
+    if devices.iter().any(|d| !program.devices.iter().any(|p| p.index == d.index)) {
+        return Err(CL_INVALID_DEVICE);
+    }
+    Ok(devices)
+}
+
+fn options_text(options: *const libc::c_char) -> String {
+    c_str(options).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clBuildProgram(
+    program: cl_program,
+    num_devices: cl_uint,
+    device_list_ptr: *const cl_device_id,
+    options: *const libc::c_char,
+    pfn_notify: BuildNotify,
+    user_data: *mut c_void,
+) -> cl_int {
+    entry(|| {
+        platform();
+        let p = Program::from_handle(program)?;
+        let devices = program_devices(&p, num_devices, device_list_ptr)?;
+        if pfn_notify.is_none() && !user_data.is_null() {
+            return Err(CL_INVALID_VALUE);
+        }
+        // CL_INVALID_OPERATION if there are kernel objects attached to program.
+        if p.kernel_count() > 0 {
+            return Err(CL_INVALID_OPERATION);
+        }
+        let result = p.build(&devices, &options_text(options));
+        if let Some(f) = pfn_notify {
+            // SAFETY: the application's callback, called once the build is done.
+            unsafe { f(program, user_data) };
+        }
+        result
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clCompileProgram(
+    program: cl_program,
+    num_devices: cl_uint,
+    device_list_ptr: *const cl_device_id,
+    options: *const libc::c_char,
+    num_input_headers: cl_uint,
+    input_headers: *const cl_program,
+    header_include_names: *mut *const libc::c_char,
+    pfn_notify: BuildNotify,
+    user_data: *mut c_void,
+) -> cl_int {
+    entry(|| {
+        platform();
+        let p = Program::from_handle(program)?;
+        let devices = program_devices(&p, num_devices, device_list_ptr)?;
+        if pfn_notify.is_none() && !user_data.is_null() {
+            return Err(CL_INVALID_VALUE);
+        }
+        if (num_input_headers == 0 && (!input_headers.is_null() || !header_include_names.is_null()))
+            || (num_input_headers > 0 && (input_headers.is_null() || header_include_names.is_null()))
+        {
+            return Err(CL_INVALID_VALUE);
+        }
+        // CL_INVALID_OPERATION if program has no source.
+        if p.source.is_none() {
+            return Err(CL_INVALID_OPERATION);
+        }
+        if p.kernel_count() > 0 {
+            return Err(CL_INVALID_OPERATION);
+        }
+        let mut headers = Vec::new();
+        for i in 0..num_input_headers as usize {
+            // SAFETY: `num_input_headers` entries each.
+            let (h, name) = unsafe { (*input_headers.add(i), *header_include_names.add(i)) };
+            let hp = Program::from_handle(h)?;
+            let name = c_str(name).ok_or(CL_INVALID_VALUE)?;
+            headers.push((hp, CString::from(name)));
+        }
+        let result = p.compile(&devices, &options_text(options), &headers);
+        if let Some(f) = pfn_notify {
+            // SAFETY: the application's callback.
+            unsafe { f(program, user_data) };
+        }
+        result
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clLinkProgram(
+    context: cl_context,
+    num_devices: cl_uint,
+    device_list_ptr: *const cl_device_id,
+    options: *const libc::c_char,
+    num_input_programs: cl_uint,
+    input_programs: *const cl_program,
+    pfn_notify: BuildNotify,
+    user_data: *mut c_void,
+    errcode_ret: *mut cl_int,
+) -> cl_program {
+    entry_obj(errcode_ret, || {
+        platform();
+        let ctx = Context::from_handle(context)?;
+        if (device_list_ptr.is_null() && num_devices > 0) || (!device_list_ptr.is_null() && num_devices == 0) {
+            return Err(CL_INVALID_VALUE);
+        }
+        let devices = device_list(num_devices, device_list_ptr)?;
+        if devices.iter().any(|d| !ctx.has_device(d)) {
+            return Err(CL_INVALID_DEVICE);
+        }
+        if num_input_programs == 0 || input_programs.is_null() {
+            return Err(CL_INVALID_VALUE);
+        }
+        if pfn_notify.is_none() && !user_data.is_null() {
+            return Err(CL_INVALID_VALUE);
+        }
+        let inputs = array(input_programs, num_input_programs as usize)
+            .iter()
+            .map(|&p| Program::from_handle(p))
+            .collect::<ClResult<Vec<_>>>()?;
+        if inputs.iter().any(|p| !Arc::ptr_eq(&p.context, &ctx)) {
+            return Err(CL_INVALID_PROGRAM);
+        }
+        let linked = Program::link(ctx, devices, &options_text(options), &inputs)?;
+        let failed = linked.devices.iter().any(|d| !linked.is_built_for(d));
+        let handle = Program::into_handle(linked);
+        if let Some(f) = pfn_notify {
+            // SAFETY: the application's callback.
+            unsafe { f(handle, user_data) };
+        }
+        if failed {
+            // The program is returned so that its log can be read, with the error.
+            if !errcode_ret.is_null() {
+                // SAFETY: valid out-pointer.
+                unsafe { *errcode_ret = CL_LINK_PROGRAM_FAILURE };
+            }
+        }
+        Ok(handle)
+    })
+    .pipe_link_status(errcode_ret)
+}
+
+trait LinkStatus {
+    fn pipe_link_status(self, errcode_ret: *mut cl_int) -> Self;
+}
+
+impl LinkStatus for cl_program {
+    /// Keeps CL_LINK_PROGRAM_FAILURE that the closure set after returning the program.
+    fn pipe_link_status(self, errcode_ret: *mut cl_int) -> Self {
+        if !self.is_null() && !errcode_ret.is_null() {
+            if let Ok(p) = Program::from_handle(self) {
+                if p.devices.iter().any(|d| !p.is_built_for(d)) {
+                    // SAFETY: valid out-pointer.
+                    unsafe { *errcode_ret = CL_LINK_PROGRAM_FAILURE };
+                }
+            }
+        }
+        self
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetProgramInfo(
+    program: cl_program,
+    param_name: cl_program_info,
+    param_value_size: usize,
+    param_value: *mut c_void,
+    param_value_size_ret: *mut usize,
+) -> cl_int {
+    entry(|| {
+        platform();
+        let p = Program::from_handle(program)?;
+        let built = || p.devices.iter().any(|d| p.is_built_for(d));
+        let info = match param_name {
+            CL_PROGRAM_REFERENCE_COUNT => Info::value::<cl_uint>(p.header().count()),
+            CL_PROGRAM_CONTEXT => Info::value(p.context.handle()),
+            CL_PROGRAM_NUM_DEVICES => Info::value::<cl_uint>(p.devices.len() as cl_uint),
+            CL_PROGRAM_DEVICES => {
+                let handles: Vec<cl_device_id> = p.devices.iter().map(|d| d.handle()).collect();
+                Info::slice(&handles)
+            }
+            CL_PROGRAM_SOURCE => Info::text(p.source.as_deref().unwrap_or("")),
+            CL_PROGRAM_BINARY_SIZES => {
+                let sizes: Vec<usize> = p.binaries()?.iter().map(|b| b.len()).collect();
+                Info::slice(&sizes)
+            }
+            CL_PROGRAM_BINARIES => {
+                let bins = p.binaries()?;
+                let n = bins.len();
+                let needed = n * std::mem::size_of::<*mut u8>();
+                if !param_value.is_null() {
+                    if param_value_size < needed {
+                        return Err(CL_INVALID_VALUE);
+                    }
+                    let ptrs = param_value as *const *mut u8;
+                    for (i, b) in bins.iter().enumerate() {
+                        // SAFETY: n pointers; each non-NULL one points to a buffer of at
+                        // least CL_PROGRAM_BINARY_SIZES[i] bytes.
+                        let dst = unsafe { *ptrs.add(i) };
+                        if !dst.is_null() {
+                            // SAFETY: as above.
+                            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), dst, b.len()) };
+                        }
+                    }
+                }
+                if !param_value_size_ret.is_null() {
+                    // SAFETY: valid out-pointer.
+                    unsafe { *param_value_size_ret = needed };
+                }
+                return Ok(());
+            }
+            CL_PROGRAM_NUM_KERNELS | CL_PROGRAM_KERNEL_NAMES => {
+                if !built() {
+                    return Err(CL_INVALID_PROGRAM_EXECUTABLE);
+                }
+                Info(p.vendor_info(param_name)?)
+            }
+            _ => return Err(CL_INVALID_VALUE),
+        };
+        info.write(param_value_size, param_value, param_value_size_ret)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetProgramBuildInfo(
+    program: cl_program,
+    device: cl_device_id,
+    param_name: cl_program_build_info,
+    param_value_size: usize,
+    param_value: *mut c_void,
+    param_value_size_ret: *mut usize,
+) -> cl_int {
+    entry(|| {
+        platform();
+        let p = Program::from_handle(program)?;
+        let d = Device::from_handle(device)?;
+        if !p.devices.iter().any(|x| x.index == d.index) {
+            return Err(CL_INVALID_DEVICE);
+        }
+        let info = match param_name {
+            CL_PROGRAM_BUILD_OPTIONS => Info::text(&p.build.lock().options),
+            CL_PROGRAM_BUILD_STATUS | CL_PROGRAM_BUILD_LOG | CL_PROGRAM_BINARY_TYPE => Info(p.build_info(&d, param_name)?),
+            _ => return Err(CL_INVALID_VALUE),
+        };
+        info.write(param_value_size, param_value, param_value_size_ret)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clCreateKernel(program: cl_program, kernel_name: *const libc::c_char, errcode_ret: *mut cl_int) -> cl_kernel {
+    entry_obj(errcode_ret, || {
+        platform();
+        let p = Program::from_handle(program)?;
+        let name = c_str(kernel_name).ok_or(CL_INVALID_VALUE)?;
+        if !p.devices.iter().any(|d| p.is_built_for(d)) {
+            return Err(CL_INVALID_PROGRAM_EXECUTABLE);
+        }
+        Ok(Kernel::into_handle(Kernel::new(p, &name.to_string_lossy())?))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clCreateKernelsInProgram(
+    program: cl_program,
+    num_kernels: cl_uint,
+    kernels: *mut cl_kernel,
+    num_kernels_ret: *mut cl_uint,
+) -> cl_int {
+    entry(|| {
+        platform();
+        let p = Program::from_handle(program)?;
+        if !p.devices.iter().any(|d| p.is_built_for(d)) {
+            return Err(CL_INVALID_PROGRAM_EXECUTABLE);
+        }
+        let names = c_string(&p.vendor_info(CL_PROGRAM_KERNEL_NAMES)?);
+        let names: Vec<&str> = names.split(';').filter(|s| !s.is_empty()).collect();
+        if !kernels.is_null() && (num_kernels as usize) < names.len() {
+            return Err(CL_INVALID_VALUE);
+        }
+        if !kernels.is_null() {
+            let created = names
+                .iter()
+                .map(|n| Kernel::new(p.clone(), n))
+                .collect::<ClResult<Vec<_>>>()?;
+            for (i, k) in created.into_iter().enumerate() {
+                // SAFETY: num_kernels >= names.len() writable entries.
+                unsafe { *kernels.add(i) = Kernel::into_handle(k) };
+            }
+        }
+        if !num_kernels_ret.is_null() {
+            // SAFETY: valid out-pointer.
+            unsafe { *num_kernels_ret = names.len() as cl_uint };
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clRetainKernel(kernel: cl_kernel) -> cl_int {
+    entry(|| {
+        platform();
+        Kernel::retain_handle(kernel)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clReleaseKernel(kernel: cl_kernel) -> cl_int {
+    entry(|| {
+        platform();
+        Kernel::release_handle(kernel).map(|_| ())
+    })
+}
+
+/// A buffer argument: `CL_INVALID_ARG_SIZE` unless the size is that of a `cl_mem`; NULL
+/// (or a pointer to NULL) is a NULL buffer.
+fn mem_arg(k: &Kernel, arg_size: usize, arg_value: *const c_void) -> ClResult<ArgValue> {
+    if arg_size != std::mem::size_of::<cl_mem>() {
+        return Err(CL_INVALID_ARG_SIZE);
+    }
+    if arg_value.is_null() {
+        return Ok(ArgValue::Mem(None));
+    }
+    // SAFETY: arg_value points to a cl_mem (size checked).
+    let mem = unsafe { *(arg_value as *const cl_mem) };
+    if mem.is_null() {
+        return Ok(ArgValue::Mem(None));
+    }
+    let b = Buffer::from_handle(mem)?;
+    if !Arc::ptr_eq(&b.context, &k.program.context) {
+        return Err(CL_INVALID_MEM_OBJECT);
+    }
+    Ok(ArgValue::Mem(Some(b)))
+}
+
+/// Lets the vendor check a by-value or local argument on a kernel never enqueued.
+fn probe_arg(k: &Kernel, index: cl_uint, arg_size: usize, arg_value: *const c_void) -> ClResult<()> {
+    let probe = k.any_probe();
+    let f = vfn!(probe.0, clSetKernelArg)?;
+    // SAFETY: forwarded as the application gave it; the probe kernel is never enqueued.
+    mirrorcl_runtime::check(unsafe { f(probe.0, index, arg_size, arg_value) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clSetKernelArg(kernel: cl_kernel, arg_index: cl_uint, arg_size: usize, arg_value: *const c_void) -> cl_int {
+    entry(|| {
+        platform();
+        let k = Kernel::from_handle(kernel)?;
+        if arg_index >= k.num_args {
+            return Err(CL_INVALID_ARG_INDEX);
+        }
+        let value = match k.arg_info.as_ref().map(|i| i[arg_index as usize].address) {
+            Some(CL_KERNEL_ARG_ADDRESS_GLOBAL) | Some(CL_KERNEL_ARG_ADDRESS_CONSTANT) => mem_arg(&k, arg_size, arg_value)?,
+            Some(CL_KERNEL_ARG_ADDRESS_LOCAL) => {
+                if !arg_value.is_null() {
+                    return Err(CL_INVALID_ARG_VALUE);
+                }
+                if arg_size == 0 {
+                    return Err(CL_INVALID_ARG_SIZE);
+                }
+                ArgValue::Local(arg_size)
+            }
+            Some(_) => {
+                if arg_value.is_null() {
+                    return Err(CL_INVALID_ARG_VALUE);
+                }
+                probe_arg(&k, arg_index, arg_size, arg_value)?;
+                // SAFETY: `arg_size` readable bytes, accepted by the vendor.
+                ArgValue::Bytes(unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }.to_vec())
+            }
+            None => {
+                // Without argument information: a registered cl_mem is a buffer, NULL a
+                // local size, anything else bytes the vendor accepts.
+                // SAFETY: read only when the size is that of a cl_mem.
+                let as_mem = (arg_size == std::mem::size_of::<cl_mem>() && !arg_value.is_null())
+                    .then(|| unsafe { *(arg_value as *const cl_mem) });
+                match as_mem {
+                    Some(m) if Buffer::from_handle(m).is_ok() => mem_arg(&k, arg_size, arg_value)?,
+                    _ if arg_value.is_null() => {
+                        probe_arg(&k, arg_index, arg_size, arg_value)?;
+                        ArgValue::Local(arg_size)
+                    }
+                    _ => {
+                        probe_arg(&k, arg_index, arg_size, arg_value)?;
+                        // SAFETY: as above.
+                        ArgValue::Bytes(unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }.to_vec())
+                    }
+                }
+            }
+        };
+        k.args.lock()[arg_index as usize] = Some(value);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetKernelInfo(
+    kernel: cl_kernel,
+    param_name: cl_kernel_info,
+    param_value_size: usize,
+    param_value: *mut c_void,
+    param_value_size_ret: *mut usize,
+) -> cl_int {
+    entry(|| {
+        platform();
+        let k = Kernel::from_handle(kernel)?;
+        let info = match param_name {
+            CL_KERNEL_FUNCTION_NAME => Info::text(&k.name),
+            CL_KERNEL_NUM_ARGS => Info::value::<cl_uint>(k.num_args),
+            CL_KERNEL_REFERENCE_COUNT => Info::value::<cl_uint>(k.header().count()),
+            CL_KERNEL_CONTEXT => Info::value(k.program.context.handle()),
+            CL_KERNEL_PROGRAM => Info::value(k.program.handle()),
+            CL_KERNEL_ATTRIBUTES => {
+                let probe = k.any_probe();
+                let f = vfn!(probe.0, clGetKernelInfo)?;
+                // SAFETY: standard two-call query.
+                Info(kernel_query(probe, |kk, size, value, ret| unsafe { f(kk.0, param_name, size, value, ret) })?)
+            }
+            _ => return Err(CL_INVALID_VALUE),
+        };
+        info.write(param_value_size, param_value, param_value_size_ret)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetKernelArgInfo(
+    kernel: cl_kernel,
+    arg_index: cl_uint,
+    param_name: cl_kernel_arg_info,
+    param_value_size: usize,
+    param_value: *mut c_void,
+    param_value_size_ret: *mut usize,
+) -> cl_int {
+    entry(|| {
+        platform();
+        let k = Kernel::from_handle(kernel)?;
+        if arg_index >= k.num_args {
+            return Err(CL_INVALID_ARG_INDEX);
+        }
+        let probe = k.any_probe();
+        let f = vfn!(probe.0, clGetKernelArgInfo)?;
+        // SAFETY: standard two-call query.
+        let bytes = kernel_query(probe, |kk, size, value, ret| unsafe { f(kk.0, arg_index, param_name, size, value, ret) })?;
+        Info(bytes).write(param_value_size, param_value, param_value_size_ret)
+    })
+}
+
+/// The device a per-device kernel query is about: `device` may be NULL only when the
+/// kernel's program has one device.
+pub(crate) fn kernel_device(k: &Kernel, device: cl_device_id) -> ClResult<Arc<Device>> {
+    let d = if device.is_null() {
+        match k.program.devices.as_slice() {
+            [only] => only.clone(),
+            _ => return Err(CL_INVALID_DEVICE),
+        }
+    } else {
+        Device::from_handle(device)?
+    };
+    if k.vendor_kernel(&d).is_none() {
+        return Err(CL_INVALID_DEVICE);
+    }
+    Ok(d)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clGetKernelWorkGroupInfo(
+    kernel: cl_kernel,
+    device: cl_device_id,
+    param_name: cl_kernel_work_group_info,
+    param_value_size: usize,
+    param_value: *mut c_void,
+    param_value_size_ret: *mut usize,
+) -> cl_int {
+    entry(|| {
+        platform();
+        let k = Kernel::from_handle(kernel)?;
+        let d = kernel_device(&k, device)?;
+        // Asked of the device's own kernel's vendor so the answer is the device's.
+        let vk = k.probe(d.vendor).ok_or(CL_INVALID_DEVICE)?;
+        let f = vfn!(vk.0, clGetKernelWorkGroupInfo)?;
+        // SAFETY: standard two-call query.
+        let bytes = kernel_query(vk, |kk, size, value, ret| unsafe { f(kk.0, d.vdev.0, param_name, size, value, ret) })?;
+        Info(bytes).write(param_value_size, param_value, param_value_size_ret)
+    })
+}

@@ -1,0 +1,168 @@
+//! Configuration: a TOML file (`MIRRORCL_CONFIG`, presets in `cluster-configs/`) with
+//! environment variables taking precedence.
+
+use serde::Deserialize;
+use std::time::Duration;
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub devices: DeviceSelection,
+    pub runtime: RuntimeSettings,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeviceSelection {
+    /// A directory of `.icd` files, or one `.icd` file (`MIRRORCL_VENDORS`).
+    pub vendors: String,
+    /// Substrings of vendor platform names to use; empty = all (`MIRRORCL_PLATFORMS`,
+    /// comma-separated).
+    pub platforms: Vec<String>,
+    /// Device types to use: "cpu", "gpu", "accelerator", "custom" or "all"
+    /// (`MIRRORCL_DEVICE_TYPES`, comma-separated).
+    pub types: Vec<String>,
+    /// Use at most this many devices per vendor platform; 0 = no limit
+    /// (`MIRRORCL_MAX_DEVICES`).
+    pub max_devices: usize,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeSettings {
+    /// How long a hand-off spins before the thread parks, in microseconds
+    /// (`MIRRORCL_SPIN_US`).
+    pub spin_us: u64,
+    /// The deadline of every blocking wait, in seconds; 0 = none
+    /// (`MIRRORCL_WAIT_TIMEOUT`).
+    pub wait_timeout_s: u64,
+}
+
+impl Default for DeviceSelection {
+    fn default() -> Self {
+        DeviceSelection {
+            vendors: "/etc/OpenCL/vendors".into(),
+            platforms: Vec::new(),
+            types: vec!["all".into()],
+            max_devices: 0,
+        }
+    }
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        RuntimeSettings {
+            spin_us: 50,
+            wait_timeout_s: 600,
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            devices: DeviceSelection::default(),
+            runtime: RuntimeSettings::default(),
+        }
+    }
+}
+
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+impl Config {
+    /// Reads the file named by `MIRRORCL_CONFIG` (if any), then applies the environment.
+    /// Errors name the file and the problem; the caller reports them once.
+    pub fn load() -> Result<Config, String> {
+        let mut config = match std::env::var("MIRRORCL_CONFIG") {
+            Ok(path) if !path.is_empty() => {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("MIRRORCL_CONFIG={path}: {e}"))?;
+                toml::from_str(&text).map_err(|e| format!("MIRRORCL_CONFIG={path}: {e}"))?
+            }
+            _ => Config::default(),
+        };
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        if let Some(v) = env("MIRRORCL_VENDORS") {
+            config.devices.vendors = v;
+        }
+        if let Some(v) = env("MIRRORCL_PLATFORMS") {
+            config.devices.platforms = list(&v);
+        }
+        if let Some(v) = env("MIRRORCL_DEVICE_TYPES") {
+            config.devices.types = list(&v);
+        }
+        let number = |name: &str| -> Result<Option<u64>, String> {
+            env(name)
+                .map(|v| {
+                    v.parse::<u64>()
+                        .map_err(|_| format!("{name}={v}: not a number"))
+                })
+                .transpose()
+        };
+        if let Some(v) = number("MIRRORCL_MAX_DEVICES")? {
+            config.devices.max_devices = v as usize;
+        }
+        if let Some(v) = number("MIRRORCL_SPIN_US")? {
+            config.runtime.spin_us = v;
+        }
+        if let Some(v) = number("MIRRORCL_WAIT_TIMEOUT")? {
+            config.runtime.wait_timeout_s = v;
+        }
+        config.device_type_mask()?;
+        Ok(config)
+    }
+
+    /// The selected device types as a `cl_device_type` mask.
+    pub fn device_type_mask(&self) -> Result<u64, String> {
+        use crate::cl::*;
+        let mut mask = 0;
+        for t in &self.devices.types {
+            mask |= match t.to_ascii_lowercase().as_str() {
+                "cpu" => CL_DEVICE_TYPE_CPU,
+                "gpu" => CL_DEVICE_TYPE_GPU,
+                "accelerator" => CL_DEVICE_TYPE_ACCELERATOR,
+                "custom" => CL_DEVICE_TYPE_CUSTOM,
+                "all" => CL_DEVICE_TYPE_ALL,
+                other => {
+                    return Err(format!(
+                        "unknown device type {other:?} (use cpu, gpu, accelerator, custom or all)"
+                    ))
+                }
+            };
+        }
+        Ok(if mask == 0 { CL_DEVICE_TYPE_ALL } else { mask })
+    }
+
+    pub fn spin(&self) -> Duration {
+        Duration::from_micros(self.runtime.spin_us)
+    }
+
+    pub fn wait_timeout(&self) -> Option<Duration> {
+        (self.runtime.wait_timeout_s > 0).then(|| Duration::from_secs(self.runtime.wait_timeout_s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_parse() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../cluster-configs");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let config: Config = toml::from_str(&text)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                config.device_type_mask().unwrap();
+            }
+        }
+    }
+}

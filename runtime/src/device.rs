@@ -1,0 +1,202 @@
+//! Devices: every device of the platform has a cluster-wide index and an owner rank. An
+//! actual device (owned here) wraps a vendor device and has one issuer thread; its
+//! description is captured once at start-up so that every query is answered the same way
+//! wherever it is asked (the shape a virtual device needs).
+
+use crate::cl::*;
+use crate::issuer::Issuer;
+use crate::object::{impl_handle, Header};
+use crate::vendor::{query_bytes, V};
+use crate::ClResult;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, OnceLock};
+
+/// Device queries captured at start-up: every OpenCL 1.2 `cl_device_info`.
+pub const DEVICE_INFO_1_2: std::ops::RangeInclusive<cl_device_info> = 0x1000..=0x1049;
+
+/// Extensions that need nothing from the host API beyond what MirrorCL forwards.
+const PASS_THROUGH_EXTENSIONS: &[&str] = &[
+    "cl_khr_fp64",
+    "cl_khr_fp16",
+    "cl_khr_global_int32_base_atomics",
+    "cl_khr_global_int32_extended_atomics",
+    "cl_khr_local_int32_base_atomics",
+    "cl_khr_local_int32_extended_atomics",
+    "cl_khr_int64_base_atomics",
+    "cl_khr_int64_extended_atomics",
+    "cl_khr_byte_addressable_store",
+    "cl_nv_pragma_unroll",
+    "cl_nv_compiler_options",
+];
+
+#[repr(C)]
+pub struct Device {
+    header: Header,
+    /// Cluster-wide index; the scheduler's `Location::Device` uses it.
+    pub index: u32,
+    /// The rank owning the actual device.
+    pub owner: u32,
+    /// Index of the vendor platform in `Platform::vendors`.
+    pub vendor: u32,
+    pub vdev: V,
+    pub parent: Option<Arc<Device>>,
+    /// The partition properties this sub-device was created with.
+    pub partition: Vec<cl_device_partition_property>,
+    info: HashMap<cl_device_info, Vec<u8>>,
+    issuer: OnceLock<Issuer>,
+}
+
+impl_handle!(Device, Device, CL_INVALID_DEVICE);
+
+fn as_bytes<T: Copy>(v: T) -> Vec<u8> {
+    let mut out = vec![0u8; std::mem::size_of::<T>()];
+    // SAFETY: `out` has exactly size_of::<T>() bytes; T is plain data.
+    unsafe { std::ptr::write_unaligned(out.as_mut_ptr() as *mut T, v) };
+    out
+}
+
+fn from_bytes<T: Copy + Default>(b: Option<&Vec<u8>>) -> T {
+    match b {
+        // SAFETY: size checked; T is plain data.
+        Some(b) if b.len() >= std::mem::size_of::<T>() => unsafe {
+            std::ptr::read_unaligned(b.as_ptr() as *const T)
+        },
+        _ => T::default(),
+    }
+}
+
+fn text(s: &str) -> Vec<u8> {
+    let mut v = s.as_bytes().to_vec();
+    v.push(0);
+    v
+}
+
+impl Device {
+    /// Captures an actual vendor device. Queries whose answers are MirrorCL handles or
+    /// live counts (platform, reference count) are answered by the ICD layer.
+    pub fn capture(
+        index: u32,
+        owner: u32,
+        vendor: u32,
+        vdev: V,
+        parent: Option<Arc<Device>>,
+        partition: Vec<cl_device_partition_property>,
+    ) -> ClResult<Device> {
+        let get = vfn!(vdev.0, clGetDeviceInfo)?;
+        let mut info = HashMap::new();
+        for param in DEVICE_INFO_1_2 {
+            let value = query_bytes(|size, value, ret| {
+                // SAFETY: standard two-call query on a live vendor device.
+                unsafe { get(vdev.0, param, size, value, ret) }
+            });
+            if let Ok(bytes) = value {
+                info.insert(param, bytes);
+            }
+        }
+        let string = |info: &HashMap<cl_device_info, Vec<u8>>, p| {
+            info.get(&p)
+                .map(|b| crate::vendor::c_string(b))
+                .unwrap_or_default()
+        };
+        // What MirrorCL itself provides, replacing the vendor's answers.
+        info.insert(
+            CL_DEVICE_PARENT_DEVICE,
+            as_bytes(parent.as_ref().map_or(std::ptr::null_mut(), |p| p.handle_ptr())),
+        );
+        info.insert(CL_DEVICE_IMAGE_SUPPORT, as_bytes::<cl_bool>(CL_FALSE));
+        for p in [CL_DEVICE_MAX_READ_IMAGE_ARGS, CL_DEVICE_MAX_WRITE_IMAGE_ARGS, CL_DEVICE_MAX_SAMPLERS] {
+            info.insert(p, as_bytes::<cl_uint>(0));
+        }
+        for p in [
+            CL_DEVICE_IMAGE2D_MAX_WIDTH,
+            CL_DEVICE_IMAGE2D_MAX_HEIGHT,
+            CL_DEVICE_IMAGE3D_MAX_WIDTH,
+            CL_DEVICE_IMAGE3D_MAX_HEIGHT,
+            CL_DEVICE_IMAGE3D_MAX_DEPTH,
+            CL_DEVICE_IMAGE_MAX_BUFFER_SIZE,
+            CL_DEVICE_IMAGE_MAX_ARRAY_SIZE,
+        ] {
+            info.insert(p, as_bytes::<usize>(0));
+        }
+        let version = string(&info, CL_DEVICE_VERSION);
+        let vendor_part = version
+            .strip_prefix("OpenCL ")
+            .and_then(|v| v.split_once(' '))
+            .map_or(version.as_str(), |(_, rest)| rest);
+        info.insert(CL_DEVICE_VERSION, text(&format!("OpenCL 1.2 {vendor_part}")));
+        let c_version = string(&info, CL_DEVICE_OPENCL_C_VERSION);
+        if !c_version.starts_with("OpenCL C 1.") {
+            info.insert(CL_DEVICE_OPENCL_C_VERSION, text("OpenCL C 1.2 "));
+        }
+        let mut extensions: Vec<&str> = vec!["cl_khr_icd"];
+        let vendor_ext = string(&info, CL_DEVICE_EXTENSIONS);
+        extensions.extend(
+            vendor_ext
+                .split_whitespace()
+                .filter(|e| PASS_THROUGH_EXTENSIONS.contains(e)),
+        );
+        info.insert(CL_DEVICE_EXTENSIONS, text(&extensions.join(" ")));
+        let caps: cl_device_exec_capabilities = from_bytes(info.get(&CL_DEVICE_EXECUTION_CAPABILITIES));
+        info.insert(
+            CL_DEVICE_EXECUTION_CAPABILITIES,
+            as_bytes(caps & !CL_EXEC_NATIVE_KERNEL),
+        );
+        info.insert(CL_DEVICE_BUILT_IN_KERNELS, text(""));
+        if !partition.is_empty() {
+            let mut p = partition.clone();
+            p.push(0);
+            let bytes: Vec<u8> = p.iter().flat_map(|x| x.to_ne_bytes()).collect();
+            info.insert(CL_DEVICE_PARTITION_TYPE, bytes);
+        }
+        Ok(Device {
+            header: Header::new(),
+            index,
+            owner,
+            vendor,
+            vdev,
+            parent,
+            partition,
+            info,
+            issuer: OnceLock::new(),
+        })
+    }
+
+    pub fn handle_ptr(&self) -> *mut c_void {
+        self as *const Device as *mut c_void
+    }
+
+    /// The captured answer to a device query, if it is one MirrorCL answers.
+    pub fn info(&self, param: cl_device_info) -> Option<&[u8]> {
+        self.info.get(&param).map(|v| v.as_slice())
+    }
+
+    pub fn info_value<T: Copy + Default>(&self, param: cl_device_info) -> T {
+        from_bytes(self.info.get(&param))
+    }
+
+    pub fn name(&self) -> String {
+        self.info(CL_DEVICE_NAME)
+            .map(crate::vendor::c_string)
+            .unwrap_or_default()
+    }
+
+    pub fn device_type(&self) -> cl_device_type {
+        self.info_value(CL_DEVICE_TYPE)
+    }
+
+    /// Base address alignment in bytes (the query answers in bits).
+    pub fn base_align(&self) -> u64 {
+        (self.info_value::<cl_uint>(CL_DEVICE_MEM_BASE_ADDR_ALIGN) as u64 / 8).max(1)
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.parent.is_none()
+    }
+
+    /// The issuer thread of this actual device, started on first use.
+    pub fn issuer(&self) -> &Issuer {
+        self.issuer
+            .get_or_init(|| Issuer::spawn(format!("mirrorcl-issuer-{}", self.index)))
+    }
+}

@@ -1,0 +1,691 @@
+//! From a validated enqueue call to vendor commands: each command is planned by the
+//! context's scheduler (transfers first, conflicts ordered), then handed to the issuer of
+//! the device that runs it. Arguments reaching this module are already validated.
+
+use crate::cl::*;
+use crate::context::{new_stream, Context};
+use crate::device::Device;
+use crate::event::{Event, VendorEvent};
+use crate::kernel::{ArgValue, Kernel, VendorArg};
+use crate::memory::{Buffer, Mapping};
+use crate::queue::Queue;
+use crate::vendor::V;
+use crate::ClResult;
+use mirrorcl_scheduler::{Access, Location, Mode, Step};
+use std::ffi::c_void;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// A vendor command: given the vendor queue and the vendor wait list, enqueue and return
+/// the vendor event. Runs on the issuer thread.
+pub type VendorWork = Box<dyn FnOnce(V, &[cl_event]) -> ClResult<V> + Send>;
+/// Host-side work run once the command's dependencies are done.
+pub type HostWork = Box<dyn FnOnce() + Send>;
+
+pub enum Work {
+    Vendor(VendorWork),
+    Host(Option<HostWork>),
+}
+
+/// One command as the scheduler sees it.
+pub struct Command {
+    pub queue: Arc<Queue>,
+    pub command_type: cl_command_type,
+    pub wait_list: Vec<Arc<Event>>,
+    /// Buffer, range within that buffer (not the root), how it is used.
+    pub accesses: Vec<(Arc<Buffer>, Range<usize>, Mode)>,
+    /// Runs on the host copy rather than on the queue's device (maps, unmaps, markers).
+    pub at_host: bool,
+}
+
+fn root_arc(b: &Arc<Buffer>) -> Arc<Buffer> {
+    b.parent.clone().unwrap_or_else(|| b.clone())
+}
+
+/// Plans and submits a command; returns its event.
+pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
+    let queue = cmd.queue.clone();
+    let ctx = queue.context.clone();
+    let device = queue.device.clone();
+    let (at, stream) = if cmd.at_host {
+        (Location::Host, new_stream())
+    } else {
+        (Location::Device(device.index), queue.stream)
+    };
+    let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, stream);
+    let accesses: Vec<Access> = cmd
+        .accesses
+        .iter()
+        .map(|(b, r, mode)| Access {
+            buffer: b.id,
+            range: b.root_range(r.start, r.end - r.start),
+            mode: *mode,
+        })
+        .collect();
+    for (b, _, _) in &cmd.accesses {
+        event.keep(root_arc(b));
+    }
+    let mut deps = cmd.wait_list;
+    // The scheduler lock is held until the command reaches its issuer, so every issuer
+    // receives commands in schedule order.
+    let mut sched = ctx.scheduler.lock();
+    let conflicts = sched.schedule(at, stream, &accesses, &event, |step, step_deps| {
+        transfer(&ctx, &cmd.accesses, step, step_deps)
+    });
+    deps.extend(conflicts);
+    if let Some(prev) = queue.last() {
+        if prev.stream != stream {
+            deps.push(prev);
+        }
+    }
+    queue.push(event.clone());
+    match work {
+        Work::Vendor(f) => {
+            let vctx = ctx.vendor_context(&device).vctx;
+            issue(&device, vctx, queue.vqueue, event.clone(), deps, f, Some(queue.clone()));
+        }
+        Work::Host(action) => event.complete_after(deps, action),
+    }
+    drop(sched);
+    Ok(event)
+}
+
+/// Sends a vendor command to `device`'s issuer.
+fn issue(
+    device: &Device,
+    vctx: V,
+    vqueue: V,
+    event: Arc<Event>,
+    deps: Vec<Arc<Event>>,
+    f: VendorWork,
+    keep_queue: Option<Arc<Queue>>,
+) {
+    let stream = event.stream;
+    device.issuer().send(Box::new(move |state| {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let waits = VendorWaits::resolve(&deps, vctx, stream)?;
+            let result = f(vqueue, &waits.list);
+            waits.release_own();
+            result
+        }));
+        match result {
+            Ok(Ok(vev)) => {
+                event.attach_vendor(VendorEvent { ev: vev, vctx, stream });
+                state.touched(vqueue);
+            }
+            Ok(Err(rc)) => event.complete(rc),
+            Err(_) => event.complete(CL_OUT_OF_RESOURCES),
+        }
+        drop(keep_queue);
+    }));
+}
+
+/// A vendor wait list for a command's dependencies. A dependency issued in the same
+/// vendor context is waited on directly; any other (another vendor, a user event, a
+/// host-side command, a command not issued yet) through a vendor user event that
+/// MirrorCL completes when the dependency does.
+struct VendorWaits {
+    list: Vec<cl_event>,
+    bridges: Vec<V>,
+}
+
+impl VendorWaits {
+    fn resolve(deps: &[Arc<Event>], vctx: V, stream: u64) -> ClResult<VendorWaits> {
+        let mut waits = VendorWaits {
+            list: Vec::new(),
+            bridges: Vec::new(),
+        };
+        for dep in deps {
+            let status = dep.status();
+            if status == CL_COMPLETE {
+                continue;
+            }
+            if status < 0 {
+                waits.release_own();
+                return Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+            }
+            if let Some(v) = dep.vendor() {
+                if v.stream == stream {
+                    continue;
+                }
+                if v.vctx == vctx {
+                    waits.list.push(v.ev.0);
+                    continue;
+                }
+            }
+            match bridge(dep, vctx) {
+                Ok(ue) => {
+                    waits.list.push(ue.0);
+                    waits.bridges.push(ue);
+                }
+                Err(rc) => {
+                    waits.release_own();
+                    return Err(rc);
+                }
+            }
+        }
+        Ok(waits)
+    }
+
+    /// Drops the issuer's references to the bridge events (the vendor holds its own for
+    /// the commands waiting on them).
+    fn release_own(&self) {
+        for ue in &self.bridges {
+            release_event(*ue);
+        }
+    }
+}
+
+fn release_event(e: V) {
+    if let Ok(f) = vfn!(e.0, clReleaseEvent) {
+        // SAFETY: we own one reference.
+        unsafe { f(e.0) };
+    }
+}
+
+/// A vendor user event in `vctx` that completes with `dep`.
+fn bridge(dep: &Arc<Event>, vctx: V) -> ClResult<V> {
+    let create = vfn!(vctx.0, clCreateUserEvent)?;
+    let mut err = CL_SUCCESS;
+    // SAFETY: live vendor context.
+    let ue = V(unsafe { create(vctx.0, &mut err) });
+    crate::check(err)?;
+    let retain = vfn!(ue.0, clRetainEvent)?;
+    // SAFETY: live vendor event; this reference belongs to the completion callback.
+    unsafe { retain(ue.0) };
+    dep.on_done(move |status| {
+        if let Ok(set) = vfn!(ue.0, clSetUserEventStatus) {
+            let s = if status < 0 { status } else { CL_COMPLETE };
+            // SAFETY: live vendor user event, status set once.
+            unsafe { set(ue.0, s) };
+        }
+        release_event(ue);
+    });
+    Ok(ue)
+}
+
+/// Submits one planned transfer step; returns its stream and event.
+fn transfer(
+    ctx: &Arc<Context>,
+    buffers: &[(Arc<Buffer>, Range<usize>, Mode)],
+    step: &Step,
+    deps: Vec<Arc<Event>>,
+) -> (u64, Arc<Event>) {
+    let root = buffers
+        .iter()
+        .find(|(b, _, _)| b.id == step.buffer)
+        .map(|(b, _, _)| root_arc(b))
+        .expect("steps are planned for the command's own buffers");
+    let offset = step.range.start as usize;
+    let len = (step.range.end - step.range.start) as usize;
+    let (exec, command_type) = match (step.from, step.to) {
+        (_, Location::Device(d)) => (d, if step.from == Location::Host { CL_COMMAND_WRITE_BUFFER } else { CL_COMMAND_COPY_BUFFER }),
+        (Location::Device(s), Location::Host) => (s, CL_COMMAND_READ_BUFFER),
+        (Location::Host, Location::Host) => unreachable!("the host copy never transfers to itself"),
+    };
+    let device = ctx
+        .device_by_index(exec)
+        .expect("the scheduler only plans the context's devices")
+        .clone();
+    let prepared = (|| -> ClResult<(crate::context::TransferQueue, VendorWork)> {
+        let tq = ctx.transfer_queue(&device)?;
+        let work: VendorWork = match (step.from, step.to) {
+            (Location::Device(s), Location::Device(_)) => {
+                let src_dev = ctx.device_by_index(s).expect("context device");
+                let src = root.instance(src_dev)?;
+                let dst = root.instance(&device)?;
+                Box::new(move |q, waits| {
+                    let f = vfn!(q.0, clEnqueueCopyBuffer)?;
+                    let mut ev = std::ptr::null_mut();
+                    // SAFETY: live vendor objects of one context; range inside both.
+                    crate::check(unsafe {
+                        f(q.0, src.get(), dst.get(), offset, offset, len, waits.len() as cl_uint, wait_ptr(waits), &mut ev)
+                    })?;
+                    Ok(V(ev))
+                })
+            }
+            (Location::Device(_), Location::Host) => {
+                let src = root.instance(&device)?;
+                let host = root.host_copy()? as usize;
+                Box::new(move |q, waits| {
+                    let f = vfn!(q.0, clEnqueueReadBuffer)?;
+                    let mut ev = std::ptr::null_mut();
+                    // SAFETY: the host copy has the root's size; it lives as long as the
+                    // event keeps the buffer.
+                    crate::check(unsafe {
+                        f(q.0, src.get(), CL_FALSE, offset, len, (host + offset) as *mut c_void, waits.len() as cl_uint, wait_ptr(waits), &mut ev)
+                    })?;
+                    Ok(V(ev))
+                })
+            }
+            _ => {
+                let dst = root.instance(&device)?;
+                let host = root.host_copy()? as usize;
+                Box::new(move |q, waits| {
+                    let f = vfn!(q.0, clEnqueueWriteBuffer)?;
+                    let mut ev = std::ptr::null_mut();
+                    // SAFETY: as above.
+                    crate::check(unsafe {
+                        f(q.0, dst.get(), CL_FALSE, offset, len, (host + offset) as *const c_void, waits.len() as cl_uint, wait_ptr(waits), &mut ev)
+                    })?;
+                    Ok(V(ev))
+                })
+            }
+        };
+        Ok((tq, work))
+    })();
+    match prepared {
+        Ok((tq, work)) => {
+            let event = Event::new(ctx.clone(), None, command_type, tq.stream);
+            event.keep(root);
+            let vctx = ctx.vendor_context(&device).vctx;
+            issue(&device, vctx, tq.vqueue, event.clone(), deps, work, None);
+            (tq.stream, event)
+        }
+        Err(rc) => {
+            let event = Event::new(ctx.clone(), None, command_type, new_stream());
+            event.complete(rc);
+            (event.stream, event)
+        }
+    }
+}
+
+pub fn wait_ptr(waits: &[cl_event]) -> *const cl_event {
+    if waits.is_empty() {
+        std::ptr::null()
+    } else {
+        waits.as_ptr()
+    }
+}
+
+/// Waits for a blocking command; a failed command reports
+/// `CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST` (OpenCL 1.2 §5.2.2).
+pub fn finish_blocking(event: &Arc<Event>, blocking: bool) -> ClResult<()> {
+    if blocking && event.wait() < 0 {
+        return Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+    }
+    Ok(())
+}
+
+/// Byte span `[first, last+1)` touched by a rectangle, relative to the buffer.
+pub fn rect_span(origin: [usize; 3], region: [usize; 3], row_pitch: usize, slice_pitch: usize) -> Range<usize> {
+    let start = origin[2] * slice_pitch + origin[1] * row_pitch + origin[0];
+    let end = (origin[2] + region[2] - 1) * slice_pitch + (origin[1] + region[1] - 1) * row_pitch + origin[0] + region[0];
+    start..end
+}
+
+fn device_instance(queue: &Queue, b: &Buffer) -> ClResult<V> {
+    b.instance(&queue.device)
+}
+
+pub fn read_buffer(
+    queue: &Arc<Queue>,
+    buffer: &Arc<Buffer>,
+    blocking: bool,
+    offset: usize,
+    size: usize,
+    ptr: *mut c_void,
+    wait_list: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let m = device_instance(queue, buffer)?;
+    let ptr = ptr as usize;
+    let event = submit(
+        Command {
+            queue: queue.clone(),
+            command_type: CL_COMMAND_READ_BUFFER,
+            wait_list,
+            accesses: vec![(buffer.clone(), offset..offset + size, Mode::Read)],
+            at_host: false,
+        },
+        Work::Vendor(Box::new(move |q, waits| {
+            let f = vfn!(q.0, clEnqueueReadBuffer)?;
+            let mut ev = std::ptr::null_mut();
+            // SAFETY: validated range; the application keeps ptr valid until completion.
+            crate::check(unsafe { f(q.0, m.get(), CL_FALSE, offset, size, ptr as *mut c_void, waits.len() as cl_uint, wait_ptr(waits), &mut ev) })?;
+            Ok(V(ev))
+        })),
+    )?;
+    finish_blocking(&event, blocking)?;
+    Ok(event)
+}
+
+pub fn write_buffer(
+    queue: &Arc<Queue>,
+    buffer: &Arc<Buffer>,
+    blocking: bool,
+    offset: usize,
+    size: usize,
+    ptr: *const c_void,
+    wait_list: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let m = device_instance(queue, buffer)?;
+    let ptr = ptr as usize;
+    let event = submit(
+        Command {
+            queue: queue.clone(),
+            command_type: CL_COMMAND_WRITE_BUFFER,
+            wait_list,
+            accesses: vec![(buffer.clone(), offset..offset + size, Mode::Write)],
+            at_host: false,
+        },
+        Work::Vendor(Box::new(move |q, waits| {
+            let f = vfn!(q.0, clEnqueueWriteBuffer)?;
+            let mut ev = std::ptr::null_mut();
+            // SAFETY: validated range; the application keeps ptr valid until completion.
+            crate::check(unsafe { f(q.0, m.get(), CL_FALSE, offset, size, ptr as *const c_void, waits.len() as cl_uint, wait_ptr(waits), &mut ev) })?;
+            Ok(V(ev))
+        })),
+    )?;
+    finish_blocking(&event, blocking)?;
+    Ok(event)
+}
+
+pub fn copy_buffer(
+    queue: &Arc<Queue>,
+    src: &Arc<Buffer>,
+    dst: &Arc<Buffer>,
+    src_offset: usize,
+    dst_offset: usize,
+    size: usize,
+    wait_list: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let s = device_instance(queue, src)?;
+    let d = device_instance(queue, dst)?;
+    submit(
+        Command {
+            queue: queue.clone(),
+            command_type: CL_COMMAND_COPY_BUFFER,
+            wait_list,
+            accesses: vec![
+                (src.clone(), src_offset..src_offset + size, Mode::Read),
+                (dst.clone(), dst_offset..dst_offset + size, Mode::Write),
+            ],
+            at_host: false,
+        },
+        Work::Vendor(Box::new(move |q, waits| {
+            let f = vfn!(q.0, clEnqueueCopyBuffer)?;
+            let mut ev = std::ptr::null_mut();
+            // SAFETY: validated ranges on live vendor buffers.
+            crate::check(unsafe { f(q.0, s.get(), d.get(), src_offset, dst_offset, size, waits.len() as cl_uint, wait_ptr(waits), &mut ev) })?;
+            Ok(V(ev))
+        })),
+    )
+}
+
+/// Origin, region and pitches of one side of a rectangular transfer.
+#[derive(Clone, Copy)]
+pub struct Rect {
+    pub origin: [usize; 3],
+    pub row_pitch: usize,
+    pub slice_pitch: usize,
+}
+
+impl Rect {
+    pub fn span(&self, region: [usize; 3]) -> Range<usize> {
+        rect_span(self.origin, region, self.row_pitch, self.slice_pitch)
+    }
+}
+
+/// `clEnqueueReadBufferRect` (`write == false`) and `clEnqueueWriteBufferRect`.
+#[allow(clippy::too_many_arguments)]
+pub fn rw_rect(
+    queue: &Arc<Queue>,
+    buffer: &Arc<Buffer>,
+    write: bool,
+    blocking: bool,
+    buf: Rect,
+    host: Rect,
+    region: [usize; 3],
+    ptr: *mut c_void,
+    wait_list: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let m = device_instance(queue, buffer)?;
+    let ptr = ptr as usize;
+    // A rectangle does not cover its span, so a write also needs the bytes in between.
+    let mode = if write { Mode::ReadWrite } else { Mode::Read };
+    let event = submit(
+        Command {
+            queue: queue.clone(),
+            command_type: if write { CL_COMMAND_WRITE_BUFFER_RECT } else { CL_COMMAND_READ_BUFFER_RECT },
+            wait_list,
+            accesses: vec![(buffer.clone(), buf.span(region), mode)],
+            at_host: false,
+        },
+        Work::Vendor(Box::new(move |q, waits| {
+            let mut ev = std::ptr::null_mut();
+            let n = waits.len() as cl_uint;
+            // SAFETY: validated rectangles; the application keeps ptr valid until completion.
+            let rc = if write {
+                let f = vfn!(q.0, clEnqueueWriteBufferRect)?;
+                unsafe {
+                    f(q.0, m.get(), CL_FALSE, buf.origin.as_ptr(), host.origin.as_ptr(), region.as_ptr(), buf.row_pitch, buf.slice_pitch, host.row_pitch, host.slice_pitch, ptr as *const c_void, n, wait_ptr(waits), &mut ev)
+                }
+            } else {
+                let f = vfn!(q.0, clEnqueueReadBufferRect)?;
+                unsafe {
+                    f(q.0, m.get(), CL_FALSE, buf.origin.as_ptr(), host.origin.as_ptr(), region.as_ptr(), buf.row_pitch, buf.slice_pitch, host.row_pitch, host.slice_pitch, ptr as *mut c_void, n, wait_ptr(waits), &mut ev)
+                }
+            };
+            crate::check(rc)?;
+            Ok(V(ev))
+        })),
+    )?;
+    finish_blocking(&event, blocking)?;
+    Ok(event)
+}
+
+pub fn copy_rect(
+    queue: &Arc<Queue>,
+    src: &Arc<Buffer>,
+    dst: &Arc<Buffer>,
+    s: Rect,
+    d: Rect,
+    region: [usize; 3],
+    wait_list: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let sm = device_instance(queue, src)?;
+    let dm = device_instance(queue, dst)?;
+    submit(
+        Command {
+            queue: queue.clone(),
+            command_type: CL_COMMAND_COPY_BUFFER_RECT,
+            wait_list,
+            accesses: vec![(src.clone(), s.span(region), Mode::Read), (dst.clone(), d.span(region), Mode::ReadWrite)],
+            at_host: false,
+        },
+        Work::Vendor(Box::new(move |q, waits| {
+            let f = vfn!(q.0, clEnqueueCopyBufferRect)?;
+            let mut ev = std::ptr::null_mut();
+            // SAFETY: validated rectangles on live vendor buffers.
+            crate::check(unsafe {
+                f(q.0, sm.get(), dm.get(), s.origin.as_ptr(), d.origin.as_ptr(), region.as_ptr(), s.row_pitch, s.slice_pitch, d.row_pitch, d.slice_pitch, waits.len() as cl_uint, wait_ptr(waits), &mut ev)
+            })?;
+            Ok(V(ev))
+        })),
+    )
+}
+
+pub fn fill_buffer(
+    queue: &Arc<Queue>,
+    buffer: &Arc<Buffer>,
+    pattern: Vec<u8>,
+    offset: usize,
+    size: usize,
+    wait_list: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let m = device_instance(queue, buffer)?;
+    submit(
+        Command {
+            queue: queue.clone(),
+            command_type: CL_COMMAND_FILL_BUFFER,
+            wait_list,
+            accesses: vec![(buffer.clone(), offset..offset + size, Mode::Write)],
+            at_host: false,
+        },
+        Work::Vendor(Box::new(move |q, waits| {
+            let f = vfn!(q.0, clEnqueueFillBuffer)?;
+            let mut ev = std::ptr::null_mut();
+            // SAFETY: validated pattern and range; the vendor copies the pattern.
+            crate::check(unsafe {
+                f(q.0, m.get(), pattern.as_ptr() as *const c_void, pattern.len(), offset, size, waits.len() as cl_uint, wait_ptr(waits), &mut ev)
+            })?;
+            Ok(V(ev))
+        })),
+    )
+}
+
+/// `clEnqueueMapBuffer`: the mapped memory is the buffer's host copy (the application's
+/// own memory for `CL_MEM_USE_HOST_PTR`), made current unless the map invalidates it.
+pub fn map_buffer(
+    queue: &Arc<Queue>,
+    buffer: &Arc<Buffer>,
+    blocking: bool,
+    flags: cl_map_flags,
+    offset: usize,
+    size: usize,
+    wait_list: Vec<Arc<Event>>,
+) -> ClResult<(Arc<Event>, *mut c_void)> {
+    let host = buffer.host_copy()?;
+    let root_offset = buffer.origin + offset;
+    // SAFETY: offset+size is inside the root buffer, whose host copy has its size.
+    let ptr = unsafe { host.add(root_offset) } as *mut c_void;
+    let invalidate = flags & CL_MAP_WRITE_INVALIDATE_REGION != 0;
+    let writes = invalidate || flags & CL_MAP_WRITE != 0;
+    let event = submit(
+        Command {
+            queue: queue.clone(),
+            command_type: CL_COMMAND_MAP_BUFFER,
+            wait_list,
+            accesses: vec![(buffer.clone(), offset..offset + size, if invalidate { Mode::Write } else { Mode::Read })],
+            at_host: true,
+        },
+        Work::Host(None),
+    )?;
+    buffer.maps.lock().push(Mapping {
+        ptr: ptr as usize,
+        offset,
+        size,
+        writes,
+    });
+    buffer.map_count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    finish_blocking(&event, blocking)?;
+    Ok((event, ptr))
+}
+
+/// `clEnqueueUnmapMemObject` for a mapping found by the caller.
+pub fn unmap(queue: &Arc<Queue>, buffer: &Arc<Buffer>, mapping: Mapping, wait_list: Vec<Arc<Event>>) -> ClResult<Arc<Event>> {
+    buffer.map_count.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    let range = mapping.offset..mapping.offset + mapping.size;
+    submit(
+        Command {
+            queue: queue.clone(),
+            command_type: CL_COMMAND_UNMAP_MEM_OBJECT,
+            wait_list,
+            // The host wrote the mapped bytes in place: the host copy is now the newest.
+            accesses: if mapping.writes { vec![(buffer.clone(), range, Mode::Write)] } else { Vec::new() },
+            at_host: true,
+        },
+        Work::Host(None),
+    )
+}
+
+/// `clEnqueueMarkerWithWaitList` / `clEnqueueBarrierWithWaitList`: completes after the
+/// listed events, or after every earlier command of the queue when the list is empty.
+pub fn marker(queue: &Arc<Queue>, command_type: cl_command_type, wait_list: Vec<Arc<Event>>) -> ClResult<Arc<Event>> {
+    let deps = if wait_list.is_empty() { queue.pending() } else { wait_list };
+    submit(
+        Command {
+            queue: queue.clone(),
+            command_type,
+            wait_list: deps,
+            accesses: Vec::new(),
+            at_host: true,
+        },
+        Work::Host(None),
+    )
+}
+
+pub fn migrate(queue: &Arc<Queue>, buffers: Vec<Arc<Buffer>>, flags: cl_mem_migration_flags, wait_list: Vec<Arc<Event>>) -> ClResult<Arc<Event>> {
+    let to_host = flags & CL_MIGRATE_MEM_OBJECT_HOST != 0;
+    let mode = if flags & CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED != 0 { Mode::Write } else { Mode::Read };
+    if !to_host {
+        for b in &buffers {
+            device_instance(queue, b)?;
+        }
+    }
+    // The transfers the scheduler plans are the migration; what remains on the device
+    // is a marker that orders the queue.
+    let work = if to_host {
+        Work::Host(None)
+    } else {
+        Work::Vendor(Box::new(|q, waits| {
+            let f = vfn!(q.0, clEnqueueMarkerWithWaitList)?;
+            let mut ev = std::ptr::null_mut();
+            // SAFETY: live vendor queue and events.
+            crate::check(unsafe { f(q.0, waits.len() as cl_uint, wait_ptr(waits), &mut ev) })?;
+            Ok(V(ev))
+        }))
+    };
+    submit(
+        Command {
+            queue: queue.clone(),
+            command_type: CL_COMMAND_MIGRATE_MEM_OBJECTS,
+            wait_list,
+            accesses: buffers.iter().map(|b| (b.clone(), 0..b.size, mode)).collect(),
+            at_host: to_host,
+        },
+        work,
+    )
+}
+
+/// `clEnqueueNDRangeKernel` after validation. `args` is the snapshot of the kernel's
+/// arguments at enqueue time.
+#[allow(clippy::too_many_arguments)]
+pub fn ndrange(
+    queue: &Arc<Queue>,
+    kernel: &Arc<Kernel>,
+    command_type: cl_command_type,
+    dims: u32,
+    offset: Option<[usize; 3]>,
+    global: [usize; 3],
+    local: Option<[usize; 3]>,
+    args: Vec<ArgValue>,
+    wait_list: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let mut accesses = Vec::new();
+    let mut vendor_args = Vec::with_capacity(args.len());
+    for (i, arg) in args.iter().enumerate() {
+        vendor_args.push(match arg {
+            ArgValue::Mem(Some(b)) => {
+                let read_only = b.flags & CL_MEM_READ_ONLY != 0
+                    || kernel.arg_info.as_ref().is_some_and(|info| info[i].read_only);
+                accesses.push((b.clone(), 0..b.size, if read_only { Mode::Read } else { Mode::ReadWrite }));
+                VendorArg::Mem(device_instance(queue, b)?)
+            }
+            ArgValue::Mem(None) => VendorArg::Mem(V::NULL),
+            ArgValue::Local(n) => VendorArg::Local(*n),
+            ArgValue::Bytes(b) => VendorArg::Bytes(b.clone()),
+        });
+    }
+    let k = kernel.clone();
+    let device = queue.device.clone();
+    submit(
+        Command {
+            queue: queue.clone(),
+            command_type,
+            wait_list,
+            accesses,
+            at_host: false,
+        },
+        Work::Vendor(Box::new(move |q, waits| {
+            let vk = k.apply_args(&device, &vendor_args)?;
+            let f = vfn!(q.0, clEnqueueNDRangeKernel)?;
+            let mut ev = std::ptr::null_mut();
+            let off = offset.as_ref().map_or(std::ptr::null(), |o| o.as_ptr());
+            let loc = local.as_ref().map_or(std::ptr::null(), |l| l.as_ptr());
+            // SAFETY: validated dimensions and sizes; arguments set above.
+            crate::check(unsafe { f(q.0, vk.0, dims, off, global.as_ptr(), loc, waits.len() as cl_uint, wait_ptr(waits), &mut ev) })?;
+            Ok(V(ev))
+        })),
+    )
+}

@@ -1,0 +1,449 @@
+//! Events: every command has one, whether or not the application asked for it. An
+//! event completes when its vendor event does (vendor callback), when the commands it
+//! stands for do (host-side commands, markers), or when the application says so (user
+//! events).
+
+use crate::cl::*;
+use crate::context::Context;
+use crate::object::{impl_handle, Header};
+use crate::queue::Queue;
+use crate::vendor::V;
+use crate::ClResult;
+use parking_lot::{Condvar, Mutex};
+use std::any::Any;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+pub type UserCallback = unsafe extern "C" fn(cl_event, cl_int, *mut c_void);
+
+enum Callback {
+    User { stage: cl_int, f: UserCallback, data: usize },
+    Internal(Box<dyn FnOnce(cl_int) + Send>),
+}
+
+/// The vendor event a command was issued as.
+#[derive(Clone, Copy)]
+pub struct VendorEvent {
+    pub ev: V,
+    /// The vendor context it belongs to: only there can it be waited on directly.
+    pub vctx: V,
+    pub stream: u64,
+}
+
+#[derive(Default)]
+struct State {
+    callbacks: Vec<Callback>,
+    vendor: Option<VendorEvent>,
+    /// Objects that must outlive the command (buffers whose memory it touches).
+    keep: Vec<Arc<dyn Any + Send + Sync>>,
+}
+
+#[repr(C)]
+pub struct Event {
+    header: Header,
+    pub context: Arc<Context>,
+    queue: Option<Weak<Queue>>,
+    pub queue_handle: usize,
+    pub command_type: cl_command_type,
+    /// The in-order stream the command runs on (commands of one stream need no
+    /// dependencies between them).
+    pub stream: u64,
+    /// Sequence number in enqueue order, for diagnostics.
+    pub seq: u64,
+    pub profiling: bool,
+    status: AtomicI32,
+    state: Mutex<State>,
+    done: Condvar,
+    /// Host clock (ns) when queued, submitted, started, ended.
+    times: [AtomicU64; 4],
+}
+
+impl_handle!(Event, Event, CL_INVALID_EVENT);
+
+/// Nanoseconds on the monotonic clock, the time base of profiling information.
+pub fn now_ns() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out-pointer.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } == 0 {
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    } else {
+        START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
+
+pub fn command_name(t: cl_command_type) -> &'static str {
+    match t {
+        CL_COMMAND_NDRANGE_KERNEL => "clEnqueueNDRangeKernel",
+        CL_COMMAND_TASK => "clEnqueueTask",
+        CL_COMMAND_READ_BUFFER => "clEnqueueReadBuffer",
+        CL_COMMAND_WRITE_BUFFER => "clEnqueueWriteBuffer",
+        CL_COMMAND_COPY_BUFFER => "clEnqueueCopyBuffer",
+        CL_COMMAND_MAP_BUFFER => "clEnqueueMapBuffer",
+        CL_COMMAND_UNMAP_MEM_OBJECT => "clEnqueueUnmapMemObject",
+        CL_COMMAND_MARKER => "clEnqueueMarker",
+        CL_COMMAND_BARRIER => "clEnqueueBarrier",
+        CL_COMMAND_READ_BUFFER_RECT => "clEnqueueReadBufferRect",
+        CL_COMMAND_WRITE_BUFFER_RECT => "clEnqueueWriteBufferRect",
+        CL_COMMAND_COPY_BUFFER_RECT => "clEnqueueCopyBufferRect",
+        CL_COMMAND_USER => "user event",
+        CL_COMMAND_FILL_BUFFER => "clEnqueueFillBuffer",
+        CL_COMMAND_MIGRATE_MEM_OBJECTS => "clEnqueueMigrateMemObjects",
+        _ => "command",
+    }
+}
+
+impl Event {
+    pub fn new(
+        context: Arc<Context>,
+        queue: Option<&Arc<Queue>>,
+        command_type: cl_command_type,
+        stream: u64,
+    ) -> Arc<Event> {
+        let profiling = queue.is_some_and(|q| q.properties & CL_QUEUE_PROFILING_ENABLE != 0);
+        let ev = Arc::new(Event {
+            header: Header::new(),
+            context,
+            queue: queue.map(Arc::downgrade),
+            queue_handle: queue.map_or(0, |q| Arc::as_ptr(q) as usize),
+            command_type,
+            stream,
+            seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
+            profiling,
+            status: AtomicI32::new(if command_type == CL_COMMAND_USER {
+                CL_SUBMITTED
+            } else {
+                CL_QUEUED
+            }),
+            state: Mutex::new(State::default()),
+            done: Condvar::new(),
+            times: Default::default(),
+        });
+        ev.times[0].store(now_ns(), Ordering::Relaxed);
+        ev
+    }
+
+    pub fn queue(&self) -> Option<Arc<Queue>> {
+        self.queue.as_ref().and_then(Weak::upgrade)
+    }
+
+    pub fn status(&self) -> cl_int {
+        self.status.load(Ordering::Acquire)
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.status() <= CL_COMPLETE
+    }
+
+    pub fn keep(&self, obj: Arc<dyn Any + Send + Sync>) {
+        self.state.lock().keep.push(obj);
+    }
+
+    pub fn vendor(&self) -> Option<VendorEvent> {
+        self.state.lock().vendor
+    }
+
+    /// The command reached its vendor: it now completes with the vendor event.
+    pub fn attach_vendor(self: &Arc<Self>, vendor: VendorEvent) {
+        self.state.lock().vendor = Some(vendor);
+        self.advance(CL_SUBMITTED);
+        let raw = Arc::into_raw(self.clone()) as *mut c_void;
+        let rc = vfn!(vendor.ev.0, clSetEventCallback).and_then(|f| {
+            // SAFETY: live vendor event; the trampoline takes back the Arc passed here.
+            crate::check(unsafe { f(vendor.ev.0, CL_COMPLETE, Some(vendor_complete), raw) })
+        });
+        if let Err(rc) = rc {
+            // SAFETY: the callback was not registered, so the reference is still ours.
+            drop(unsafe { Arc::from_raw(raw as *const Event) });
+            tracing::error!("vendor clSetEventCallback failed ({rc}); waiting on the event");
+            let wait = vfn!(vendor.ev.0, clWaitForEvents);
+            let status = match wait {
+                // SAFETY: one live vendor event.
+                Ok(f) if unsafe { f(1, &vendor.ev.0) } == CL_SUCCESS => CL_COMPLETE,
+                _ => CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
+            };
+            self.complete(status);
+        }
+    }
+
+    /// Moves the status forward to `stage` (never back), running callbacks due.
+    fn advance(self: &Arc<Self>, stage: cl_int) {
+        let mut cur = self.status();
+        loop {
+            if cur <= stage {
+                return;
+            }
+            match self
+                .status
+                .compare_exchange(cur, stage, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        let t = now_ns();
+        if stage <= CL_SUBMITTED {
+            let _ = self.times[1].compare_exchange(0, t, Ordering::AcqRel, Ordering::Acquire);
+        }
+        if stage <= CL_RUNNING {
+            let _ = self.times[2].compare_exchange(0, t, Ordering::AcqRel, Ordering::Acquire);
+        }
+        if stage <= CL_COMPLETE {
+            self.times[3].store(t, Ordering::Release);
+        }
+        self.run_callbacks(stage);
+    }
+
+    /// Final status: `CL_COMPLETE` or a negative error.
+    pub fn complete(self: &Arc<Self>, status: cl_int) {
+        let status = status.min(CL_COMPLETE);
+        if self.is_done() {
+            return;
+        }
+        self.advance(status);
+        let keep = {
+            let mut st = self.state.lock();
+            self.done.notify_all();
+            std::mem::take(&mut st.keep)
+        };
+        drop(keep);
+    }
+
+    fn run_callbacks(self: &Arc<Self>, status: cl_int) {
+        let due: Vec<Callback> = {
+            let mut st = self.state.lock();
+            let (due, rest) = std::mem::take(&mut st.callbacks)
+                .into_iter()
+                .partition(|cb| match cb {
+                    Callback::User { stage, .. } => status <= *stage,
+                    Callback::Internal(_) => status <= CL_COMPLETE,
+                });
+            st.callbacks = rest;
+            due
+        };
+        let handle = Arc::as_ptr(self) as cl_event;
+        for cb in due {
+            match cb {
+                Callback::User { stage, f, data } => {
+                    let arg = if status < 0 { status } else { stage };
+                    // SAFETY: the application registered this callback for this event.
+                    let _ = std::panic::catch_unwind(|| unsafe { f(handle, arg, data as *mut c_void) });
+                }
+                Callback::Internal(f) => f(status),
+            }
+        }
+    }
+
+    /// Registers an application callback for `stage` (`clSetEventCallback`).
+    pub fn add_user_callback(self: &Arc<Self>, stage: cl_int, f: UserCallback, data: *mut c_void) {
+        self.state.lock().callbacks.push(Callback::User {
+            stage,
+            f,
+            data: data as usize,
+        });
+        let status = self.status();
+        if status <= stage {
+            self.run_callbacks(status);
+        }
+    }
+
+    /// Runs `f` with the final status once the event is done (now, if it is).
+    pub fn on_done(self: &Arc<Self>, f: impl FnOnce(cl_int) + Send + 'static) {
+        {
+            let mut st = self.state.lock();
+            if !self.is_done() {
+                st.callbacks.push(Callback::Internal(Box::new(f)));
+                return;
+            }
+        }
+        f(self.status());
+    }
+
+    /// Completes this event after all of `deps`, first running `action` (host-side work,
+    /// such as a copy out of the host copy). A failed dependency fails this event.
+    pub fn complete_after(
+        self: &Arc<Self>,
+        deps: Vec<Arc<Event>>,
+        action: Option<Box<dyn FnOnce() + Send>>,
+    ) {
+        self.advance(CL_SUBMITTED);
+        struct Join {
+            event: Arc<Event>,
+            remaining: AtomicI32,
+            error: AtomicI32,
+            action: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+        }
+        let join = Arc::new(Join {
+            event: self.clone(),
+            remaining: AtomicI32::new(deps.len() as i32 + 1),
+            error: AtomicI32::new(0),
+            action: Mutex::new(action),
+        });
+        let arrive = |join: &Arc<Join>, status: cl_int| {
+            if status < 0 {
+                join.error.store(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST, Ordering::Release);
+            }
+            if join.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                let error = join.error.load(Ordering::Acquire);
+                if error == 0 {
+                    join.event.advance(CL_RUNNING);
+                    if let Some(action) = join.action.lock().take() {
+                        action();
+                    }
+                }
+                join.event.complete(error);
+            }
+        };
+        for dep in deps {
+            let join = join.clone();
+            dep.on_done(move |status| arrive(&join, status));
+        }
+        arrive(&join, CL_COMPLETE);
+    }
+
+    /// Blocks until the event is done; returns its final status. Spins briefly before it
+    /// parks (waking a parked thread costs more than a native command round trip).
+    pub fn wait(&self) -> cl_int {
+        let platform = crate::platform::platform();
+        let spin = platform.config.spin();
+        let start = Instant::now();
+        while start.elapsed() < spin {
+            let s = self.status();
+            if s <= CL_COMPLETE {
+                return s;
+            }
+            std::hint::spin_loop();
+        }
+        let deadline = platform.config.wait_timeout().map(|t| start + t);
+        let mut st = self.state.lock();
+        loop {
+            let s = self.status();
+            if s <= CL_COMPLETE {
+                return s;
+            }
+            match deadline {
+                Some(d) => {
+                    if self.done.wait_until(&mut st, d).timed_out() && !self.is_done() {
+                        drop(st);
+                        self.deadline_expired(d.duration_since(start));
+                    }
+                }
+                None => self.done.wait(&mut st),
+            }
+        }
+    }
+
+    fn deadline_expired(&self, waited: Duration) -> ! {
+        let p = crate::platform::platform();
+        eprintln!(
+            "MirrorCL: rank {} waited {:.0} s for command #{} ({}) on {}; it never completed \
+             (status {}). Deadline: MIRRORCL_WAIT_TIMEOUT. Aborting.",
+            p.rank,
+            waited.as_secs_f64(),
+            self.seq,
+            command_name(self.command_type),
+            self.queue()
+                .map(|q| format!("device {} ({})", q.device.index, q.device.name()))
+                .unwrap_or_else(|| "no queue (user event)".into()),
+            self.status()
+        );
+        std::process::abort();
+    }
+
+    /// Profiling information: the vendor's timestamps when the command ran on a vendor
+    /// queue, MirrorCL's own (same monotonic time base) otherwise.
+    pub fn profiling_info(&self, param: cl_profiling_info) -> ClResult<cl_ulong> {
+        if !self.profiling || self.command_type == CL_COMMAND_USER || !self.is_done() {
+            return Err(CL_PROFILING_INFO_NOT_AVAILABLE);
+        }
+        let index = match param {
+            CL_PROFILING_COMMAND_QUEUED => 0,
+            CL_PROFILING_COMMAND_SUBMIT => 1,
+            CL_PROFILING_COMMAND_START => 2,
+            CL_PROFILING_COMMAND_END => 3,
+            _ => return Err(CL_INVALID_VALUE),
+        };
+        if let Some(v) = self.vendor() {
+            let f = vfn!(v.ev.0, clGetEventProfilingInfo)?;
+            let mut value: cl_ulong = 0;
+            // SAFETY: live vendor event, out-pointer of the documented size.
+            let rc = unsafe {
+                f(
+                    v.ev.0,
+                    param,
+                    std::mem::size_of::<cl_ulong>(),
+                    &mut value as *mut cl_ulong as *mut c_void,
+                    std::ptr::null_mut(),
+                )
+            };
+            if rc == CL_SUCCESS {
+                return Ok(value);
+            }
+        }
+        let t: Vec<u64> = self.times.iter().map(|t| t.load(Ordering::Acquire)).collect();
+        // Fill stages that were skipped (a host command has no separate submit/start).
+        let mut out = t[0];
+        for v in &t[..=index] {
+            if *v != 0 {
+                out = (*v).max(out);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if let Some(v) = self.state.get_mut().vendor.take() {
+            if let Ok(f) = vfn!(v.ev.0, clReleaseEvent) {
+                // SAFETY: we own one reference to the vendor event.
+                unsafe { f(v.ev.0) };
+            }
+        }
+    }
+}
+
+unsafe extern "C" fn vendor_complete(_ev: cl_event, status: cl_int, data: *mut c_void) {
+    // SAFETY: `data` is the Arc<Event> leaked in attach_vendor, taken back exactly once.
+    let event = unsafe { Arc::from_raw(data as *const Event) };
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        event.complete(if status < 0 { status } else { CL_COMPLETE })
+    }));
+}
+
+/// Waits for all of `events`; the first failed one gives
+/// `CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST`.
+pub fn wait_all(events: &[Arc<Event>]) -> ClResult<()> {
+    let mut result = Ok(());
+    for e in events {
+        if e.wait() < 0 {
+            result = Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+        }
+    }
+    result
+}
+
+/// A user event (`clCreateUserEvent`).
+pub fn user_event(context: Arc<Context>) -> Arc<Event> {
+    Event::new(context, None, CL_COMMAND_USER, u64::MAX)
+}
+
+/// `clSetUserEventStatus`.
+pub fn set_user_status(event: &Arc<Event>, status: cl_int) -> ClResult<()> {
+    if event.command_type != CL_COMMAND_USER {
+        return Err(CL_INVALID_EVENT);
+    }
+    if status > CL_COMPLETE {
+        return Err(CL_INVALID_VALUE);
+    }
+    // CL_INVALID_OPERATION if the status was already set.
+    if event.is_done() {
+        return Err(CL_INVALID_OPERATION);
+    }
+    event.complete(status);
+    Ok(())
+}

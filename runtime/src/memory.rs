@@ -1,0 +1,250 @@
+//! Buffers. A buffer has an instance on each device that used it (a vendor buffer,
+//! created on first use) and a host copy (the scheduler's `Location::Host`); which of
+//! them hold the newest bytes is the scheduler's business. A sub-buffer is a window on
+//! its parent: its instances are vendor sub-buffers of the parent's instances and its
+//! bytes are tracked as a range of the parent.
+
+use crate::cl::*;
+use crate::context::Context;
+use crate::device::Device;
+use crate::object::{impl_handle, Header};
+use crate::vendor::V;
+use crate::ClResult;
+use mirrorcl_scheduler::{BufferId, Location};
+use parking_lot::Mutex;
+use std::alloc::Layout;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+pub type MemDestructor = unsafe extern "C" fn(cl_mem, *mut c_void);
+
+/// Host copy alignment: a page, so vendors can use it for DMA.
+const HOST_ALIGN: usize = 4096;
+
+struct HostCopy {
+    ptr: *mut u8,
+    /// Set when MirrorCL allocated it (not `CL_MEM_USE_HOST_PTR` memory).
+    owned: Option<Layout>,
+}
+
+/// One outstanding `clEnqueueMapBuffer`.
+#[derive(Clone, Copy, Debug)]
+pub struct Mapping {
+    pub ptr: usize,
+    pub offset: usize,
+    pub size: usize,
+    pub writes: bool,
+}
+
+#[repr(C)]
+pub struct Buffer {
+    header: Header,
+    pub context: Arc<Context>,
+    pub flags: cl_mem_flags,
+    pub size: usize,
+    /// The application's host pointer (`CL_MEM_USE_HOST_PTR`), for CL_MEM_HOST_PTR.
+    pub host_ptr: usize,
+    pub parent: Option<Arc<Buffer>>,
+    /// Offset in the parent (sub-buffers).
+    pub origin: usize,
+    /// The scheduler's id of the root buffer.
+    pub id: BufferId,
+    instances: Mutex<HashMap<u32, V>>,
+    host: Mutex<Option<HostCopy>>,
+    pub maps: Mutex<Vec<Mapping>>,
+    pub map_count: AtomicU32,
+    destructors: Mutex<Vec<(MemDestructor, usize)>>,
+}
+
+// SAFETY: the host copy pointer is owned by the buffer and only accessed under the
+// ordering the scheduler computes.
+unsafe impl Send for Buffer {}
+// SAFETY: as above.
+unsafe impl Sync for Buffer {}
+
+impl_handle!(Buffer, Mem, CL_INVALID_MEM_OBJECT);
+
+fn alloc_host(size: usize) -> ClResult<HostCopy> {
+    let layout = Layout::from_size_align(size.max(1), HOST_ALIGN).map_err(|_| CL_INVALID_BUFFER_SIZE)?;
+    // SAFETY: non-zero size layout.
+    let ptr = unsafe { std::alloc::alloc(layout) };
+    if ptr.is_null() {
+        return Err(CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    }
+    Ok(HostCopy {
+        ptr,
+        owned: Some(layout),
+    })
+}
+
+impl Buffer {
+    /// `clCreateBuffer` after validation.
+    pub fn new(
+        context: Arc<Context>,
+        flags: cl_mem_flags,
+        size: usize,
+        host_ptr: *mut c_void,
+    ) -> ClResult<Arc<Buffer>> {
+        let (host, initial) = if flags & CL_MEM_USE_HOST_PTR != 0 {
+            let h = HostCopy {
+                ptr: host_ptr as *mut u8,
+                owned: None,
+            };
+            (Some(h), Some(Location::Host))
+        } else if flags & CL_MEM_COPY_HOST_PTR != 0 {
+            let h = alloc_host(size)?;
+            // SAFETY: the application guarantees `size` readable bytes at host_ptr; the
+            // new allocation has at least `size` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(host_ptr as *const u8, h.ptr, size) };
+            (Some(h), Some(Location::Host))
+        } else {
+            (None, None)
+        };
+        let id = context.scheduler.lock().create_buffer(size as u64, initial);
+        Ok(Arc::new(Buffer {
+            header: Header::new(),
+            context,
+            flags,
+            size,
+            host_ptr: if flags & CL_MEM_USE_HOST_PTR != 0 { host_ptr as usize } else { 0 },
+            parent: None,
+            origin: 0,
+            id,
+            instances: Mutex::new(HashMap::new()),
+            host: Mutex::new(host),
+            maps: Mutex::new(Vec::new()),
+            map_count: AtomicU32::new(0),
+            destructors: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// `clCreateSubBuffer` after validation.
+    pub fn new_sub(parent: &Arc<Buffer>, flags: cl_mem_flags, origin: usize, size: usize) -> Arc<Buffer> {
+        Arc::new(Buffer {
+            header: Header::new(),
+            context: parent.context.clone(),
+            flags,
+            size,
+            host_ptr: if parent.host_ptr != 0 { parent.host_ptr + origin } else { 0 },
+            parent: Some(parent.clone()),
+            origin,
+            id: parent.id,
+            instances: Mutex::new(HashMap::new()),
+            host: Mutex::new(None),
+            maps: Mutex::new(Vec::new()),
+            map_count: AtomicU32::new(0),
+            destructors: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn root(&self) -> &Buffer {
+        self.parent.as_deref().unwrap_or(self)
+    }
+
+    /// `offset..offset+len` of this buffer as a range of the root buffer.
+    pub fn root_range(&self, offset: usize, len: usize) -> Range<u64> {
+        let start = (self.origin + offset) as u64;
+        start..start + len as u64
+    }
+
+    /// This buffer's vendor instance on `device`, created on first use.
+    pub fn instance(&self, device: &Device) -> ClResult<V> {
+        if let Some(v) = self.instances.lock().get(&device.index) {
+            return Ok(*v);
+        }
+        let v = match &self.parent {
+            None => {
+                let vctx = self.context.vendor_context(device).vctx;
+                let create = vfn!(vctx.0, clCreateBuffer)?;
+                let mut err = CL_SUCCESS;
+                // SAFETY: live vendor context; no host pointer.
+                let m = unsafe { create(vctx.0, CL_MEM_READ_WRITE, self.size, std::ptr::null_mut(), &mut err) };
+                crate::check(err)?;
+                V(m)
+            }
+            Some(parent) => {
+                let pv = parent.instance(device)?;
+                let create = vfn!(pv.0, clCreateSubBuffer)?;
+                let region = cl_buffer_region {
+                    origin: self.origin,
+                    size: self.size,
+                };
+                let mut err = CL_SUCCESS;
+                // SAFETY: live vendor buffer and a region inside it.
+                let m = unsafe {
+                    create(
+                        pv.0,
+                        CL_MEM_READ_WRITE,
+                        CL_BUFFER_CREATE_TYPE_REGION,
+                        &region as *const cl_buffer_region as *const c_void,
+                        &mut err,
+                    )
+                };
+                crate::check(err)?;
+                V(m)
+            }
+        };
+        // Another thread may have raced us; keep the first instance.
+        let mut map = self.instances.lock();
+        if let Some(existing) = map.get(&device.index) {
+            release_mem(v);
+            return Ok(*existing);
+        }
+        map.insert(device.index, v);
+        Ok(v)
+    }
+
+    /// The root's host copy, allocated on first use.
+    pub fn host_copy(&self) -> ClResult<*mut u8> {
+        let root = self.root();
+        let mut host = root.host.lock();
+        if host.is_none() {
+            *host = Some(alloc_host(root.size)?);
+        }
+        Ok(host.as_ref().expect("set above").ptr)
+    }
+
+    pub fn add_destructor(&self, f: MemDestructor, data: *mut c_void) {
+        self.destructors.lock().push((f, data as usize));
+    }
+
+    pub fn retain_count(&self) -> u32 {
+        self.header.count()
+    }
+}
+
+fn release_mem(v: V) {
+    if let Ok(f) = vfn!(v.0, clReleaseMemObject) {
+        // SAFETY: we own one reference.
+        unsafe { f(v.0) };
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        for v in self.instances.get_mut().values() {
+            release_mem(*v);
+        }
+        if self.parent.is_none() {
+            self.context.scheduler.lock().release_buffer(self.id);
+        }
+        if let Some(HostCopy { ptr, owned: Some(layout) }) = self.host.get_mut().take() {
+            // SAFETY: allocated by alloc_host with this layout.
+            unsafe { std::alloc::dealloc(ptr, layout) };
+        }
+        let handle = self as *mut Buffer as cl_mem;
+        // Callbacks run in the reverse order of registration (OpenCL 1.2 §5.4.1).
+        for (f, data) in self.destructors.get_mut().drain(..).rev() {
+            // SAFETY: the application's callback with its own user data.
+            let _ = std::panic::catch_unwind(|| unsafe { f(handle, data as *mut c_void) });
+        }
+    }
+}
+
+/// Reads the parent/sub relation count for CL_MEM_REFERENCE_COUNT and friends.
+pub fn map_count(buffer: &Buffer) -> u32 {
+    buffer.map_count.load(Ordering::Acquire)
+}

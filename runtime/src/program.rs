@@ -1,0 +1,357 @@
+//! Programs: one vendor program per vendor context of the program's context. Builds are
+//! forwarded to each vendor for the devices asked for, and answered per device.
+
+use crate::cl::*;
+use crate::context::Context;
+use crate::device::Device;
+use crate::object::{impl_handle, Header};
+use crate::vendor::{query_bytes, V};
+use crate::ClResult;
+use parking_lot::Mutex;
+use std::ffi::{c_void, CString};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// Added to every build so kernels can report argument qualifiers, which the scheduler
+/// uses to tell buffers a kernel only reads.
+const ARG_INFO_OPTION: &str = " -cl-kernel-arg-info";
+
+#[derive(Default)]
+pub struct BuildInfo {
+    pub options: String,
+    /// Whether a build, compile or link has been attempted for each device.
+    pub attempted: Vec<u32>,
+}
+
+#[repr(C)]
+pub struct Program {
+    header: Header,
+    pub context: Arc<Context>,
+    /// The devices the program is for (all of the context's, unless created from
+    /// binaries or linked for a subset).
+    pub devices: Vec<Arc<Device>>,
+    pub source: Option<String>,
+    /// (vendor index, vendor program).
+    pub vendor: Vec<(u32, V)>,
+    pub build: Mutex<BuildInfo>,
+    /// Kernel objects created from this program (building then is CL_INVALID_OPERATION).
+    pub kernels: AtomicU32,
+}
+
+impl_handle!(Program, Program, CL_INVALID_PROGRAM);
+
+impl Program {
+    fn wrap(context: Arc<Context>, devices: Vec<Arc<Device>>, source: Option<String>, vendor: Vec<(u32, V)>) -> Arc<Program> {
+        Arc::new(Program {
+            header: Header::new(),
+            context,
+            devices,
+            source,
+            vendor,
+            build: Mutex::new(BuildInfo::default()),
+            kernels: AtomicU32::new(0),
+        })
+    }
+
+    pub fn with_source(context: Arc<Context>, source: String) -> ClResult<Arc<Program>> {
+        let c = CString::new(source.clone()).map_err(|_| CL_INVALID_VALUE)?;
+        let mut vendor = Vec::new();
+        for vc in &context.vendor_contexts {
+            let f = vfn!(vc.vctx.0, clCreateProgramWithSource)?;
+            let mut err = CL_SUCCESS;
+            let mut ptr = c.as_ptr();
+            // SAFETY: one NUL-terminated string.
+            let p = unsafe { f(vc.vctx.0, 1, &mut ptr, std::ptr::null(), &mut err) };
+            if err != CL_SUCCESS {
+                release_all(&vendor);
+                return Err(err);
+            }
+            vendor.push((vc.vendor, V(p)));
+        }
+        let devices = context.devices.clone();
+        Ok(Program::wrap(context, devices, Some(source), vendor))
+    }
+
+    /// `clCreateProgramWithBinary`: `binaries[i]` is for `devices[i]`; `status` gets the
+    /// per-device result.
+    pub fn with_binaries(
+        context: Arc<Context>,
+        devices: Vec<Arc<Device>>,
+        binaries: &[&[u8]],
+        status: &mut [cl_int],
+    ) -> ClResult<Arc<Program>> {
+        let mut vendor = Vec::new();
+        for vc in &context.vendor_contexts {
+            let picked: Vec<usize> = (0..devices.len())
+                .filter(|&i| devices[i].vendor == vc.vendor)
+                .collect();
+            if picked.is_empty() {
+                continue;
+            }
+            let vdevs: Vec<cl_device_id> = picked.iter().map(|&i| devices[i].vdev.0).collect();
+            let lens: Vec<usize> = picked.iter().map(|&i| binaries[i].len()).collect();
+            let mut ptrs: Vec<*const u8> = picked.iter().map(|&i| binaries[i].as_ptr()).collect();
+            let mut st = vec![CL_SUCCESS; picked.len()];
+            let f = vfn!(vc.vctx.0, clCreateProgramWithBinary)?;
+            let mut err = CL_SUCCESS;
+            // SAFETY: arrays of picked.len() entries each.
+            let p = unsafe {
+                f(
+                    vc.vctx.0,
+                    vdevs.len() as cl_uint,
+                    vdevs.as_ptr(),
+                    lens.as_ptr(),
+                    ptrs.as_mut_ptr(),
+                    st.as_mut_ptr(),
+                    &mut err,
+                )
+            };
+            for (k, &i) in picked.iter().enumerate() {
+                if let Some(s) = status.get_mut(i) {
+                    *s = st[k];
+                }
+            }
+            if err != CL_SUCCESS {
+                release_all(&vendor);
+                return Err(err);
+            }
+            vendor.push((vc.vendor, V(p)));
+        }
+        Ok(Program::wrap(context, devices, None, vendor))
+    }
+
+    pub fn vendor_program(&self, vendor: u32) -> Option<V> {
+        self.vendor.iter().find(|(v, _)| *v == vendor).map(|(_, p)| *p)
+    }
+
+    /// The devices of `list` (or all of the program's) grouped per vendor program.
+    fn per_vendor(&self, list: &[Arc<Device>]) -> Vec<(u32, V, Vec<cl_device_id>)> {
+        let list = if list.is_empty() { &self.devices } else { list };
+        self.vendor
+            .iter()
+            .filter_map(|&(vendor, vp)| {
+                let vdevs: Vec<cl_device_id> = list
+                    .iter()
+                    .filter(|d| d.vendor == vendor)
+                    .map(|d| d.vdev.0)
+                    .collect();
+                (!vdevs.is_empty()).then_some((vendor, vp, vdevs))
+            })
+            .collect()
+    }
+
+    fn note_attempt(&self, options: &str, list: &[Arc<Device>]) {
+        let mut b = self.build.lock();
+        b.options = options.to_string();
+        let list = if list.is_empty() { &self.devices } else { list };
+        for d in list {
+            if !b.attempted.contains(&d.index) {
+                b.attempted.push(d.index);
+            }
+        }
+    }
+
+    /// `clBuildProgram` for `devices` (empty = all of the program's).
+    pub fn build(&self, devices: &[Arc<Device>], options: &str) -> ClResult<()> {
+        let opts = CString::new(format!("{options}{ARG_INFO_OPTION}")).map_err(|_| CL_INVALID_BUILD_OPTIONS)?;
+        self.note_attempt(options, devices);
+        let mut result = Ok(());
+        for (_, vp, vdevs) in self.per_vendor(devices) {
+            let f = vfn!(vp.0, clBuildProgram)?;
+            // SAFETY: live vendor program and devices of its context.
+            let rc = unsafe {
+                f(vp.0, vdevs.len() as cl_uint, vdevs.as_ptr(), opts.as_ptr(), None, std::ptr::null_mut())
+            };
+            if rc != CL_SUCCESS && result.is_ok() {
+                result = Err(rc);
+            }
+        }
+        result
+    }
+
+    /// `clCompileProgram`; `headers` are (program, include name) pairs.
+    pub fn compile(&self, devices: &[Arc<Device>], options: &str, headers: &[(Arc<Program>, CString)]) -> ClResult<()> {
+        let opts = CString::new(format!("{options}{ARG_INFO_OPTION}")).map_err(|_| CL_INVALID_COMPILER_OPTIONS)?;
+        self.note_attempt(options, devices);
+        let mut result = Ok(());
+        for (vendor, vp, vdevs) in self.per_vendor(devices) {
+            let mut hprogs = Vec::new();
+            let mut hnames = Vec::new();
+            for (h, name) in headers {
+                hprogs.push(h.vendor_program(vendor).ok_or(CL_INVALID_OPERATION)?.0);
+                hnames.push(name.as_ptr());
+            }
+            let f = vfn!(vp.0, clCompileProgram)?;
+            // SAFETY: arrays of matching lengths; live vendor objects of one context.
+            let rc = unsafe {
+                f(
+                    vp.0,
+                    vdevs.len() as cl_uint,
+                    vdevs.as_ptr(),
+                    opts.as_ptr(),
+                    hprogs.len() as cl_uint,
+                    if hprogs.is_empty() { std::ptr::null() } else { hprogs.as_ptr() },
+                    if hnames.is_empty() { std::ptr::null_mut() } else { hnames.as_mut_ptr() },
+                    None,
+                    std::ptr::null_mut(),
+                )
+            };
+            if rc != CL_SUCCESS && result.is_ok() {
+                result = Err(rc);
+            }
+        }
+        result
+    }
+
+    /// `clLinkProgram`: a new program from compiled `inputs`.
+    pub fn link(
+        context: Arc<Context>,
+        devices: Vec<Arc<Device>>,
+        options: &str,
+        inputs: &[Arc<Program>],
+    ) -> ClResult<Arc<Program>> {
+        let opts = CString::new(options).map_err(|_| CL_INVALID_LINKER_OPTIONS)?;
+        let devices = if devices.is_empty() { context.devices.clone() } else { devices };
+        let mut vendor = Vec::new();
+        let mut result = Ok(());
+        for vc in &context.vendor_contexts {
+            let vdevs: Vec<cl_device_id> = devices.iter().filter(|d| d.vendor == vc.vendor).map(|d| d.vdev.0).collect();
+            if vdevs.is_empty() {
+                continue;
+            }
+            let mut vinputs = Vec::new();
+            for p in inputs {
+                vinputs.push(p.vendor_program(vc.vendor).ok_or(CL_INVALID_OPERATION)?.0);
+            }
+            let f = vfn!(vc.vctx.0, clLinkProgram)?;
+            let mut err = CL_SUCCESS;
+            // SAFETY: arrays of matching lengths; live vendor objects of one context.
+            let p = unsafe {
+                f(
+                    vc.vctx.0,
+                    vdevs.len() as cl_uint,
+                    vdevs.as_ptr(),
+                    opts.as_ptr(),
+                    vinputs.len() as cl_uint,
+                    vinputs.as_ptr(),
+                    None,
+                    std::ptr::null_mut(),
+                    &mut err,
+                )
+            };
+            if p.is_null() {
+                release_all(&vendor);
+                return Err(if err == CL_SUCCESS { CL_LINK_PROGRAM_FAILURE } else { err });
+            }
+            if err != CL_SUCCESS && result.is_ok() {
+                result = Err(err);
+            }
+            vendor.push((vc.vendor, V(p)));
+        }
+        let program = Program::wrap(context, devices, None, vendor);
+        program.note_attempt(options, &[]);
+        match result {
+            // A failed link still returns a program whose log tells why (§5.6.3.3).
+            Err(CL_LINK_PROGRAM_FAILURE) | Ok(()) => Ok(program),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A per-device build query answered by the device's vendor.
+    pub fn build_info(&self, device: &Device, param: cl_program_build_info) -> ClResult<Vec<u8>> {
+        let vp = self.vendor_program(device.vendor).ok_or(CL_INVALID_DEVICE)?;
+        let f = vfn!(vp.0, clGetProgramBuildInfo)?;
+        query_bytes(|size, value, ret| {
+            // SAFETY: standard two-call query.
+            unsafe { f(vp.0, device.vdev.0, param, size, value, ret) }
+        })
+    }
+
+    pub fn build_status(&self, device: &Device) -> cl_build_status {
+        self.build_info(device, CL_PROGRAM_BUILD_STATUS)
+            .ok()
+            .filter(|b| b.len() >= 4)
+            .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            .unwrap_or(CL_BUILD_NONE)
+    }
+
+    /// True when every device of the program has a successfully built executable.
+    pub fn is_built_for(&self, device: &Device) -> bool {
+        self.build_status(device) == CL_BUILD_SUCCESS
+    }
+
+    /// A program query answered by the first vendor program (kernel names and counts
+    /// are the same for every vendor: they come from the same source).
+    pub fn vendor_info(&self, param: cl_program_info) -> ClResult<Vec<u8>> {
+        let (_, vp) = *self.vendor.first().ok_or(CL_INVALID_PROGRAM_EXECUTABLE)?;
+        let f = vfn!(vp.0, clGetProgramInfo)?;
+        query_bytes(|size, value, ret| {
+            // SAFETY: standard two-call query.
+            unsafe { f(vp.0, param, size, value, ret) }
+        })
+    }
+
+    /// The binary of each of the program's devices, in the program's device order.
+    pub fn binaries(&self) -> ClResult<Vec<Vec<u8>>> {
+        let mut out = vec![Vec::new(); self.devices.len()];
+        for &(vendor, vp) in &self.vendor {
+            let f = vfn!(vp.0, clGetProgramInfo)?;
+            let vdevs_bytes = query_bytes(|size, value, ret| {
+                // SAFETY: standard two-call query.
+                unsafe { f(vp.0, CL_PROGRAM_DEVICES, size, value, ret) }
+            })?;
+            let vdevs: Vec<usize> = vdevs_bytes
+                .chunks_exact(std::mem::size_of::<usize>())
+                .map(|c| usize::from_ne_bytes(c.try_into().expect("chunk size")))
+                .collect();
+            let sizes_bytes = query_bytes(|size, value, ret| {
+                // SAFETY: standard two-call query.
+                unsafe { f(vp.0, CL_PROGRAM_BINARY_SIZES, size, value, ret) }
+            })?;
+            let sizes: Vec<usize> = sizes_bytes
+                .chunks_exact(std::mem::size_of::<usize>())
+                .map(|c| usize::from_ne_bytes(c.try_into().expect("chunk size")))
+                .collect();
+            let mut bufs: Vec<Vec<u8>> = sizes.iter().map(|&s| vec![0u8; s]).collect();
+            let mut ptrs: Vec<*mut u8> = bufs.iter_mut().map(|b| b.as_mut_ptr()).collect();
+            // SAFETY: one buffer of the announced size per vendor device.
+            crate::check(unsafe {
+                f(
+                    vp.0,
+                    CL_PROGRAM_BINARIES,
+                    ptrs.len() * std::mem::size_of::<*mut u8>(),
+                    ptrs.as_mut_ptr() as *mut c_void,
+                    std::ptr::null_mut(),
+                )
+            })?;
+            for (i, d) in self.devices.iter().enumerate() {
+                if d.vendor != vendor {
+                    continue;
+                }
+                if let Some(k) = vdevs.iter().position(|&v| v == d.vdev.0 as usize) {
+                    out[i] = std::mem::take(&mut bufs[k]);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn kernel_count(&self) -> u32 {
+        self.kernels.load(Ordering::Acquire)
+    }
+}
+
+fn release_all(list: &[(u32, V)]) {
+    for (_, p) in list {
+        if let Ok(f) = vfn!(p.0, clReleaseProgram) {
+            // SAFETY: we own one reference.
+            unsafe { f(p.0) };
+        }
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        release_all(&self.vendor);
+    }
+}

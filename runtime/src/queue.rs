@@ -1,0 +1,89 @@
+//! Command queues. Each wraps an in-order vendor queue on its device; an out-of-order
+//! queue is accepted and executed in order (a valid schedule of it).
+
+use crate::cl::*;
+use crate::context::{create_vendor_queue, new_stream, Context};
+use crate::device::Device;
+use crate::event::Event;
+use crate::object::{impl_handle, Header};
+use crate::vendor::V;
+use crate::ClResult;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+#[repr(C)]
+pub struct Queue {
+    header: Header,
+    pub context: Arc<Context>,
+    pub device: Arc<Device>,
+    /// The properties the application asked for (reported back as given).
+    pub properties: cl_command_queue_properties,
+    pub vqueue: V,
+    pub stream: u64,
+    /// Commands not yet known to be complete, in enqueue order.
+    inflight: Mutex<VecDeque<Arc<Event>>>,
+}
+
+impl_handle!(Queue, Queue, CL_INVALID_COMMAND_QUEUE);
+
+impl Queue {
+    pub fn new(
+        context: Arc<Context>,
+        device: Arc<Device>,
+        properties: cl_command_queue_properties,
+    ) -> ClResult<Arc<Queue>> {
+        let vctx = context.vendor_context(&device).vctx;
+        let vendor_props = properties & CL_QUEUE_PROFILING_ENABLE;
+        let vqueue = create_vendor_queue(vctx, device.vdev, vendor_props)?;
+        device.issuer();
+        Ok(Arc::new(Queue {
+            header: Header::new(),
+            context,
+            device,
+            properties,
+            vqueue,
+            stream: new_stream(),
+            inflight: Mutex::new(VecDeque::new()),
+        }))
+    }
+
+    /// The newest command of the queue, if it may still be running.
+    pub fn last(&self) -> Option<Arc<Event>> {
+        self.inflight.lock().back().cloned()
+    }
+
+    /// Records a new command, forgetting completed ones at the front.
+    pub fn push(&self, event: Arc<Event>) {
+        let mut q = self.inflight.lock();
+        while q.front().is_some_and(|e| e.is_done()) {
+            q.pop_front();
+        }
+        q.push_back(event);
+    }
+
+    /// Every command not yet known complete (for markers, barriers and finish).
+    pub fn pending(&self) -> Vec<Arc<Event>> {
+        let mut q = self.inflight.lock();
+        q.retain(|e| !e.is_done());
+        q.iter().cloned().collect()
+    }
+
+    /// `clFinish`: waits for every command enqueued so far.
+    pub fn finish(&self) -> ClResult<()> {
+        let pending = self.pending();
+        for e in &pending {
+            e.wait();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        if let Ok(f) = vfn!(self.vqueue.0, clReleaseCommandQueue) {
+            // SAFETY: we own one reference; the vendor flushes what is pending.
+            unsafe { f(self.vqueue.0) };
+        }
+    }
+}

@@ -1,0 +1,448 @@
+//! MirrorCL's command scheduler: pure, deterministic logic with no FFI, MPI or OpenCL.
+//!
+//! Every rank feeds its scheduler the same command stream (invariant 1 of the design), so
+//! every rank computes the same valid sets and the same consistency plan (Table IV.1 of the
+//! SnuCL-D thesis). The runtime maps each planned [`Step`] onto what this rank must do: a
+//! local copy, a send, a receive, or nothing.
+//!
+//! Two things are decided here for each command:
+//! - **Consistency**: before a command runs at a location, the byte ranges it reads that
+//!   are not valid there are brought in by transfer steps, from a source chosen by a rule
+//!   that depends only on the command stream (never on which rank evaluates it).
+//! - **Conflict ordering**: a command depends on the last writer of every location
+//!   instance it touches, and a writer also on the readers since. Tokens on the same
+//!   in-order stream are left out, since the stream orders them already.
+
+mod validity;
+
+pub use validity::{ValidSet, ValidityMap};
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+/// Where a buffer's bytes can live. `Host` is the host copy, replicated on every rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Location {
+    Host,
+    /// A device by its cluster-wide index.
+    Device(u32),
+}
+
+/// What the scheduler needs to know of a device to choose transfer sources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceDesc {
+    /// The rank owning the actual device.
+    pub owner: u32,
+    /// Devices of one owner with equal `group` copy between each other directly (same
+    /// vendor context); others go through the host copy.
+    pub group: u32,
+}
+
+pub type BufferId = u64;
+/// An in-order execution stream (a vendor queue). Commands on one stream need no
+/// dependencies between each other.
+pub type StreamId = u64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Read,
+    /// Overwrites every byte of the range without reading it.
+    Write,
+    ReadWrite,
+}
+
+impl Mode {
+    fn reads(self) -> bool {
+        matches!(self, Mode::Read | Mode::ReadWrite)
+    }
+    fn writes(self) -> bool {
+        matches!(self, Mode::Write | Mode::ReadWrite)
+    }
+}
+
+/// One buffer range a command touches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub buffer: BufferId,
+    pub range: Range<u64>,
+    pub mode: Mode,
+}
+
+/// A planned data movement: make `range` of `buffer` at `to` equal to that at `from`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub buffer: BufferId,
+    pub range: Range<u64>,
+    pub from: Location,
+    pub to: Location,
+}
+
+/// Which ranks perform an access to a location's instance, as far as reader bookkeeping
+/// must tell them apart: `None` for every rank that holds the instance, `Some(r)` for
+/// rank `r` alone. Only a step from the host copy to a device is of the second kind: the
+/// host copy is replicated on every rank, but only the device's owner reads it for the
+/// step. Every other access to an instance is performed by every rank holding it.
+type Scope = Option<u32>;
+
+/// Pending accesses to one location's instance of a buffer.
+#[derive(Clone, Debug)]
+struct Hazards<T> {
+    last_write: Option<(StreamId, T)>,
+    /// Readers since the last write, the newest per stream and scope. An older reader may
+    /// only be forgotten for a newer one that runs on the same ranks: on a rank that does
+    /// not run the newer one (work of another rank is bookkeeping here and completes at
+    /// once), waiting for it would not wait for the older one.
+    reads: Vec<(StreamId, Scope, T)>,
+}
+
+impl<T> Default for Hazards<T> {
+    fn default() -> Self {
+        Hazards {
+            last_write: None,
+            reads: Vec::new(),
+        }
+    }
+}
+
+impl<T: Clone> Hazards<T> {
+    fn deps_for(&self, mode: Mode, stream: StreamId, out: &mut Vec<T>) {
+        if let Some((s, t)) = &self.last_write {
+            if *s != stream {
+                out.push(t.clone());
+            }
+        }
+        if mode.writes() {
+            for (s, _, t) in &self.reads {
+                if *s != stream {
+                    out.push(t.clone());
+                }
+            }
+        }
+    }
+
+    fn record(&mut self, mode: Mode, stream: StreamId, scope: Scope, token: &T) {
+        if mode.writes() {
+            self.last_write = Some((stream, token.clone()));
+            self.reads.clear();
+        } else if let Some(r) = self
+            .reads
+            .iter_mut()
+            .find(|(s, sc, _)| *s == stream && *sc == scope)
+        {
+            r.2 = token.clone();
+        } else {
+            self.reads.push((stream, scope, token.clone()));
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct BufferState<T> {
+    validity: ValidityMap,
+    hazards: HashMap<Location, Hazards<T>>,
+}
+
+/// Counters of what the scheduler decided.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedulerStats {
+    pub commands: u64,
+    pub steps: u64,
+    pub step_bytes: u64,
+}
+
+/// The scheduler of one context. `T` is the runtime's completion token (an event).
+#[derive(Debug)]
+pub struct Scheduler<T> {
+    devices: HashMap<u32, DeviceDesc>,
+    buffers: HashMap<BufferId, BufferState<T>>,
+    next_buffer: BufferId,
+    pub stats: SchedulerStats,
+}
+
+impl<T: Clone> Default for Scheduler<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Clone> Scheduler<T> {
+    pub fn new() -> Self {
+        Scheduler {
+            devices: HashMap::new(),
+            buffers: HashMap::new(),
+            next_buffer: 1,
+            stats: SchedulerStats::default(),
+        }
+    }
+
+    pub fn add_device(&mut self, index: u32, desc: DeviceDesc) {
+        self.devices.insert(index, desc);
+    }
+
+    /// Registers a buffer of `size` bytes whose newest bytes are at `initial` (the host
+    /// copy for host data), or nowhere when its contents are undefined.
+    pub fn create_buffer(&mut self, size: u64, initial: Option<Location>) -> BufferId {
+        let id = self.next_buffer;
+        self.next_buffer += 1;
+        let set = initial.map(ValidSet::only).unwrap_or_default();
+        self.buffers.insert(
+            id,
+            BufferState {
+                validity: ValidityMap::new(size, set),
+                hazards: HashMap::new(),
+            },
+        );
+        id
+    }
+
+    pub fn release_buffer(&mut self, id: BufferId) {
+        self.buffers.remove(&id);
+    }
+
+    /// The valid sets of `range` of `buffer`, for queries and tests.
+    pub fn validity(&self, buffer: BufferId, range: Range<u64>) -> Vec<(Range<u64>, ValidSet)> {
+        self.buffers
+            .get(&buffer)
+            .map(|b| b.validity.segments_in(range))
+            .unwrap_or_default()
+    }
+
+    fn desc(&self, d: u32) -> DeviceDesc {
+        self.devices.get(&d).copied().unwrap_or(DeviceDesc {
+            owner: u32::MAX,
+            group: u32::MAX,
+        })
+    }
+
+    /// The transfer route that brings a segment valid at `set` to `to`.
+    fn route(&self, set: &ValidSet, to: Location) -> Vec<(Location, Location)> {
+        let devices = || {
+            set.locations().iter().filter_map(|l| match l {
+                Location::Device(d) => Some(*d),
+                Location::Host => None,
+            })
+        };
+        match to {
+            Location::Host => devices()
+                .next()
+                .map(|d| vec![(Location::Device(d), Location::Host)])
+                .unwrap_or_default(),
+            Location::Device(t) => {
+                let target = self.desc(t);
+                if let Some(d) = devices().find(|d| self.desc(*d) == target) {
+                    return vec![(Location::Device(d), to)];
+                }
+                if set.contains(Location::Host) {
+                    return vec![(Location::Host, to)];
+                }
+                if let Some(d) = devices().find(|d| self.desc(*d).owner == target.owner) {
+                    return vec![(Location::Device(d), Location::Host), (Location::Host, to)];
+                }
+                devices()
+                    .next()
+                    .map(|d| vec![(Location::Device(d), to)])
+                    .unwrap_or_default()
+            }
+        }
+    }
+
+    /// Plans one command executing at `at` on `stream`, touching `accesses`.
+    ///
+    /// For each transfer step needed first, `submit_step` is called with the step and the
+    /// tokens it must wait for; it submits the step and returns the step's stream and
+    /// token. Returns the tokens the command itself must wait for (a token may be named
+    /// more than once). Unknown buffers are ignored (the runtime validates handles before
+    /// scheduling).
+    ///
+    /// What the runtime must guarantee (docs/scheduler.md): a stream, `stream` or one a
+    /// step was put on, is in order on every rank, so a token completes only after every
+    /// earlier item of its stream that this rank runs, even on a virtual device's stream
+    /// (host commands and receives queued there). The tokens of work this rank does not
+    /// run (another rank's device, a transfer between other ranks) may complete at once.
+    pub fn schedule(
+        &mut self,
+        at: Location,
+        stream: StreamId,
+        accesses: &[Access],
+        token: &T,
+        mut submit_step: impl FnMut(&Step, Vec<T>) -> (StreamId, T),
+    ) -> Vec<T> {
+        self.stats.commands += 1;
+        let mut deps = Vec::new();
+        for access in accesses {
+            if access.range.is_empty() {
+                continue;
+            }
+            if access.mode.reads() {
+                self.bring_valid(access.buffer, access.range.clone(), at, &mut submit_step);
+            }
+            if let Some(state) = self.buffers.get(&access.buffer) {
+                if let Some(h) = state.hazards.get(&at) {
+                    h.deps_for(access.mode, stream, &mut deps);
+                }
+            }
+        }
+        for access in accesses {
+            if access.range.is_empty() {
+                continue;
+            }
+            let Some(state) = self.buffers.get_mut(&access.buffer) else {
+                continue;
+            };
+            if access.mode.writes() {
+                state.validity.set_only(access.range.clone(), at);
+            }
+            state
+                .hazards
+                .entry(at)
+                .or_default()
+                .record(access.mode, stream, None, token);
+        }
+        deps
+    }
+
+    /// Records that the host copy of `range` was written directly by the host thread
+    /// (an unmap after a write map, say): the host alone holds the newest bytes.
+    pub fn host_wrote(&mut self, buffer: BufferId, range: Range<u64>) {
+        if let Some(state) = self.buffers.get_mut(&buffer) {
+            state.validity.set_only(range, Location::Host);
+        }
+    }
+
+    fn bring_valid(
+        &mut self,
+        buffer: BufferId,
+        range: Range<u64>,
+        to: Location,
+        submit_step: &mut impl FnMut(&Step, Vec<T>) -> (StreamId, T),
+    ) {
+        let Some(state) = self.buffers.get(&buffer) else {
+            return;
+        };
+        let mut steps: Vec<Step> = Vec::new();
+        for (seg, set) in state.validity.segments_in(range) {
+            if set.is_empty() || set.contains(to) {
+                continue;
+            }
+            for (from, hop_to) in self.route(&set, to) {
+                match steps.last_mut() {
+                    Some(last)
+                        if last.from == from
+                            && last.to == hop_to
+                            && last.range.end == seg.start =>
+                    {
+                        last.range.end = seg.end;
+                    }
+                    _ => steps.push(Step {
+                        buffer,
+                        range: seg.clone(),
+                        from,
+                        to: hop_to,
+                    }),
+                }
+            }
+        }
+        // Two-hop routes pushed (s→Host, Host→to) per segment; merging above keeps order
+        // per segment, and any s→Host hop precedes its Host→to hop.
+        let scopes: Vec<Scope> = steps
+            .iter()
+            .map(|step| match (step.from, step.to) {
+                (Location::Host, Location::Device(d)) => Some(self.desc(d).owner),
+                _ => None,
+            })
+            .collect();
+        let state = self.buffers.get_mut(&buffer).expect("checked above");
+        for (step, scope) in steps.into_iter().zip(scopes) {
+            let mut deps = Vec::new();
+            let src = state.hazards.entry(step.from).or_default().clone();
+            src.deps_for(Mode::Read, u64::MAX, &mut deps);
+            let dst = state.hazards.entry(step.to).or_default().clone();
+            dst.deps_for(Mode::Write, u64::MAX, &mut deps);
+            let (stream, token) = submit_step(&step, deps);
+            self.stats.steps += 1;
+            self.stats.step_bytes += step.range.end - step.range.start;
+            state
+                .hazards
+                .get_mut(&step.from)
+                .expect("inserted above")
+                .record(Mode::Read, stream, scope, &token);
+            state
+                .hazards
+                .get_mut(&step.to)
+                .expect("inserted above")
+                .record(Mode::Write, stream, None, &token);
+            state.validity.add(step.range.clone(), step.to);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sched() -> Scheduler<u32> {
+        let mut s = Scheduler::new();
+        s.add_device(0, DeviceDesc { owner: 0, group: 0 });
+        s.add_device(1, DeviceDesc { owner: 0, group: 0 });
+        s.add_device(2, DeviceDesc { owner: 0, group: 1 });
+        s
+    }
+
+    #[test]
+    fn host_data_moves_to_first_user_then_between_devices() {
+        let mut s = sched();
+        let b = s.create_buffer(64, Some(Location::Host));
+        let mut steps = Vec::new();
+        let mut next = 100;
+        let rw = [Access {
+            buffer: b,
+            range: 0..64,
+            mode: Mode::ReadWrite,
+        }];
+        let mut submit = |st: &Step, _deps: Vec<u32>| {
+            steps.push(st.clone());
+            next += 1;
+            (999, next)
+        };
+        s.schedule(Location::Device(0), 1, &rw, &1, &mut submit);
+        s.schedule(Location::Device(1), 2, &rw, &2, &mut submit);
+        s.schedule(Location::Device(2), 3, &rw, &3, &mut submit);
+        let hops: Vec<_> = steps.iter().map(|s| (s.from, s.to)).collect();
+        assert_eq!(
+            hops,
+            vec![
+                (Location::Host, Location::Device(0)),
+                (Location::Device(0), Location::Device(1)),
+                (Location::Device(1), Location::Host),
+                (Location::Host, Location::Device(2)),
+            ]
+        );
+        assert_eq!(
+            s.validity(b, 0..64),
+            vec![(0..64, ValidSet::only(Location::Device(2)))]
+        );
+    }
+
+    #[test]
+    fn writer_waits_for_readers_on_other_streams() {
+        let mut s = sched();
+        let b = s.create_buffer(16, None);
+        let acc = |mode| {
+            [Access {
+                buffer: b,
+                range: 0..16,
+                mode,
+            }]
+        };
+        let no_steps = |_: &Step, _: Vec<u32>| -> (u64, u32) { panic!("no transfer expected") };
+        let d = Location::Device(0);
+        assert!(s
+            .schedule(d, 1, &acc(Mode::Write), &10, no_steps)
+            .is_empty());
+        assert_eq!(s.schedule(d, 2, &acc(Mode::Read), &11, no_steps), vec![10]);
+        assert_eq!(s.schedule(d, 3, &acc(Mode::Read), &12, no_steps), vec![10]);
+        let mut deps = s.schedule(d, 1, &acc(Mode::Write), &13, no_steps);
+        deps.sort();
+        assert_eq!(deps, vec![11, 12]);
+    }
+}

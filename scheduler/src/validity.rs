@@ -1,0 +1,155 @@
+//! Which locations hold the newest bytes of each byte range of a buffer.
+
+use crate::Location;
+use std::ops::Range;
+
+/// The set of locations holding the newest bytes of a range (the thesis' "latest device
+/// list"). Empty means the bytes were never defined: any location may serve them as-is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ValidSet(Vec<Location>);
+
+impl ValidSet {
+    pub fn only(loc: Location) -> Self {
+        ValidSet(vec![loc])
+    }
+
+    pub fn contains(&self, loc: Location) -> bool {
+        self.0.contains(&loc)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn locations(&self) -> &[Location] {
+        &self.0
+    }
+
+    fn insert(&mut self, loc: Location) {
+        if let Err(pos) = self.0.binary_search(&loc) {
+            self.0.insert(pos, loc);
+        }
+    }
+}
+
+impl FromIterator<Location> for ValidSet {
+    fn from_iter<I: IntoIterator<Item = Location>>(iter: I) -> Self {
+        let mut set = ValidSet::default();
+        for loc in iter {
+            set.insert(loc);
+        }
+        set
+    }
+}
+
+/// A buffer's valid sets as sorted, non-overlapping segments covering `0..size`.
+/// Adjacent segments with equal sets are merged, so a buffer only ever used whole stays
+/// one segment and lookups stay O(1) in the common case.
+#[derive(Clone, Debug)]
+pub struct ValidityMap {
+    segments: Vec<(Range<u64>, ValidSet)>,
+}
+
+impl ValidityMap {
+    pub fn new(size: u64, initial: ValidSet) -> Self {
+        ValidityMap {
+            segments: vec![(0..size, initial)],
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.segments.last().map_or(0, |s| s.0.end)
+    }
+
+    /// The segments overlapping `range`, clipped to it; none for an empty range.
+    pub fn segments_in(&self, range: Range<u64>) -> Vec<(Range<u64>, ValidSet)> {
+        let mut out = Vec::new();
+        if range.is_empty() {
+            return out;
+        }
+        let first = self.segments.partition_point(|(r, _)| r.end <= range.start);
+        for (r, set) in &self.segments[first..] {
+            if r.start >= range.end {
+                break;
+            }
+            out.push((r.start.max(range.start)..r.end.min(range.end), set.clone()));
+        }
+        out
+    }
+
+    /// Splits segments so that `at` is a segment boundary.
+    fn split_at(&mut self, at: u64) {
+        let idx = self.segments.partition_point(|(r, _)| r.end <= at);
+        if idx < self.segments.len() {
+            let (r, set) = self.segments[idx].clone();
+            if r.start < at && at < r.end {
+                self.segments[idx].0 = r.start..at;
+                self.segments.insert(idx + 1, (at..r.end, set));
+            }
+        }
+    }
+
+    fn update(&mut self, range: Range<u64>, f: impl Fn(&mut ValidSet)) {
+        if range.is_empty() {
+            return;
+        }
+        self.split_at(range.start);
+        self.split_at(range.end);
+        for (r, set) in &mut self.segments {
+            if r.start >= range.start && r.end <= range.end {
+                f(set);
+            }
+        }
+        self.merge();
+    }
+
+    fn merge(&mut self) {
+        let mut merged: Vec<(Range<u64>, ValidSet)> = Vec::with_capacity(self.segments.len());
+        for (r, set) in self.segments.drain(..) {
+            match merged.last_mut() {
+                Some((last, last_set)) if *last_set == set && last.end == r.start => {
+                    last.end = r.end;
+                }
+                _ => merged.push((r, set)),
+            }
+        }
+        self.segments = merged;
+    }
+
+    /// `loc` now holds the newest bytes of `range` in addition to the others.
+    pub fn add(&mut self, range: Range<u64>, loc: Location) {
+        self.update(range, |set| set.insert(loc));
+    }
+
+    /// `loc` wrote `range`: it alone holds the newest bytes.
+    pub fn set_only(&mut self, range: Range<u64>, loc: Location) {
+        self.update(range, |set| *set = ValidSet::only(loc));
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_in_middle_splits_and_merges_back() {
+        let d0 = Location::Device(0);
+        let d1 = Location::Device(1);
+        let mut m = ValidityMap::new(100, ValidSet::only(Location::Host));
+        m.set_only(10..20, d0);
+        assert_eq!(m.segment_count(), 3);
+        let segs = m.segments_in(0..100);
+        assert_eq!(segs[1], (10..20, ValidSet::only(d0)));
+        m.add(0..10, d0);
+        m.add(20..100, d0);
+        m.add(10..20, Location::Host);
+        assert_eq!(m.segment_count(), 1);
+        m.set_only(0..100, d1);
+        assert_eq!(m.segments_in(5..7), vec![(5..7, ValidSet::only(d1))]);
+        assert_eq!(m.size(), 100);
+    }
+}
