@@ -7,7 +7,8 @@
 #   benches/run-overhead.sh [--iters N] [--bursts N] [--json PATH] ...
 #   benches/run-overhead.sh --native-only     # PoCL alone; libmirrorcl not built
 #
-# Environment: POCL_ICD (default /etc/OpenCL/vendors/pocl.icd) names the native
+# Environment: MIRRORCL_BENCH_SKIP_BUILD=1 measures what target/release already
+# holds instead of building first. POCL_ICD (default /etc/OpenCL/vendors/pocl.icd) names the native
 # ICD file to copy. MirrorCL finds the vendors it wraps on its own
 # (/etc/OpenCL/vendors or MIRRORCL_VENDORS), independently of this directory.
 set -euo pipefail
@@ -23,7 +24,9 @@ for arg in "$@"; do
     [ "$arg" = "--native-only" ] && native_only=1
 done
 
-if [ "$native_only" = 1 ]; then
+if [ "${MIRRORCL_BENCH_SKIP_BUILD:-0}" = 1 ]; then
+    echo "run-overhead: MIRRORCL_BENCH_SKIP_BUILD=1: using the binaries already in $target_dir/release" >&2
+elif [ "$native_only" = 1 ]; then
     cargo build --release -p mirrorcl-benches
 else
     cargo build --release -p mirrorcl -p mirrorcl-benches

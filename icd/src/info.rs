@@ -37,7 +37,9 @@ impl Info {
                 return Err(CL_INVALID_VALUE);
             }
             // SAFETY: the application guarantees `size` writable bytes at `value`.
-            unsafe { std::ptr::copy_nonoverlapping(self.0.as_ptr(), value as *mut u8, self.0.len()) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(self.0.as_ptr(), value as *mut u8, self.0.len())
+            };
         }
         if !size_ret.is_null() {
             // SAFETY: valid out-pointer or NULL.

@@ -31,7 +31,10 @@ pub(crate) fn entry(f: impl FnOnce() -> ClResult<()>) -> cl_int {
 }
 
 /// Runs an entry point that returns an object and reports through `errcode_ret`.
-pub(crate) fn entry_obj<T>(errcode_ret: *mut cl_int, f: impl FnOnce() -> ClResult<*mut T>) -> *mut T {
+pub(crate) fn entry_obj<T>(
+    errcode_ret: *mut cl_int,
+    f: impl FnOnce() -> ClResult<*mut T>,
+) -> *mut T {
     let (ptr, code) = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(p)) => (p, CL_SUCCESS),
         Ok(Err(e)) => (std::ptr::null_mut(), e),

@@ -159,8 +159,8 @@ mod tests {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
                 let text = std::fs::read_to_string(&path).unwrap();
-                let config: Config = toml::from_str(&text)
-                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let config: Config =
+                    toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 config.device_type_mask().unwrap();
             }
         }

@@ -15,7 +15,8 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub type ContextNotify = unsafe extern "C" fn(*const libc::c_char, *const c_void, usize, *mut c_void);
+pub type ContextNotify =
+    unsafe extern "C" fn(*const libc::c_char, *const c_void, usize, *mut c_void);
 
 /// The vendor context holding this context's devices of one vendor platform.
 pub struct VendorContext {
@@ -93,7 +94,11 @@ impl Context {
             };
             if err != CL_SUCCESS || vctx.is_null() {
                 release_vendor_contexts(&vendor_contexts);
-                return Err(if err == CL_SUCCESS { CL_OUT_OF_RESOURCES } else { err });
+                return Err(if err == CL_SUCCESS {
+                    CL_OUT_OF_RESOURCES
+                } else {
+                    err
+                });
             }
             v.vctx = V(vctx);
         }
@@ -160,7 +165,11 @@ impl Context {
 }
 
 /// A vendor in-order queue (`clCreateCommandQueue` is in every vendor's table).
-pub fn create_vendor_queue(vctx: V, vdev: V, properties: cl_command_queue_properties) -> ClResult<V> {
+pub fn create_vendor_queue(
+    vctx: V,
+    vdev: V,
+    properties: cl_command_queue_properties,
+) -> ClResult<V> {
     let create = vfn!(vctx.0, clCreateCommandQueue)?;
     let mut err = CL_SUCCESS;
     // SAFETY: live vendor context and device.

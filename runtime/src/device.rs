@@ -102,10 +102,18 @@ impl Device {
         // What MirrorCL itself provides, replacing the vendor's answers.
         info.insert(
             CL_DEVICE_PARENT_DEVICE,
-            as_bytes(parent.as_ref().map_or(std::ptr::null_mut(), |p| p.handle_ptr())),
+            as_bytes(
+                parent
+                    .as_ref()
+                    .map_or(std::ptr::null_mut(), |p| p.handle_ptr()),
+            ),
         );
         info.insert(CL_DEVICE_IMAGE_SUPPORT, as_bytes::<cl_bool>(CL_FALSE));
-        for p in [CL_DEVICE_MAX_READ_IMAGE_ARGS, CL_DEVICE_MAX_WRITE_IMAGE_ARGS, CL_DEVICE_MAX_SAMPLERS] {
+        for p in [
+            CL_DEVICE_MAX_READ_IMAGE_ARGS,
+            CL_DEVICE_MAX_WRITE_IMAGE_ARGS,
+            CL_DEVICE_MAX_SAMPLERS,
+        ] {
             info.insert(p, as_bytes::<cl_uint>(0));
         }
         for p in [
@@ -124,7 +132,10 @@ impl Device {
             .strip_prefix("OpenCL ")
             .and_then(|v| v.split_once(' '))
             .map_or(version.as_str(), |(_, rest)| rest);
-        info.insert(CL_DEVICE_VERSION, text(&format!("OpenCL 1.2 {vendor_part}")));
+        info.insert(
+            CL_DEVICE_VERSION,
+            text(&format!("OpenCL 1.2 {vendor_part}")),
+        );
         let c_version = string(&info, CL_DEVICE_OPENCL_C_VERSION);
         if !c_version.starts_with("OpenCL C 1.") {
             info.insert(CL_DEVICE_OPENCL_C_VERSION, text("OpenCL C 1.2 "));
@@ -137,7 +148,8 @@ impl Device {
                 .filter(|e| PASS_THROUGH_EXTENSIONS.contains(e)),
         );
         info.insert(CL_DEVICE_EXTENSIONS, text(&extensions.join(" ")));
-        let caps: cl_device_exec_capabilities = from_bytes(info.get(&CL_DEVICE_EXECUTION_CAPABILITIES));
+        let caps: cl_device_exec_capabilities =
+            from_bytes(info.get(&CL_DEVICE_EXECUTION_CAPABILITIES));
         info.insert(
             CL_DEVICE_EXECUTION_CAPABILITIES,
             as_bytes(caps & !CL_EXEC_NATIVE_KERNEL),

@@ -82,7 +82,15 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     match work {
         Work::Vendor(f) => {
             let vctx = ctx.vendor_context(&device).vctx;
-            issue(&device, vctx, queue.vqueue, event.clone(), deps, f, Some(queue.clone()));
+            issue(
+                &device,
+                vctx,
+                queue.vqueue,
+                event.clone(),
+                deps,
+                f,
+                Some(queue.clone()),
+            );
         }
         Work::Host(action) => event.complete_after(deps, action),
     }
@@ -110,7 +118,21 @@ fn issue(
         }));
         match result {
             Ok(Ok(vev)) => {
-                event.attach_vendor(VendorEvent { ev: vev, vctx, stream });
+                // A failed dependency fails this command whatever the vendor does with it
+                // (some vendors never report commands they terminate).
+                for dep in deps.iter().filter(|d| !d.is_done()) {
+                    let ev = event.clone();
+                    dep.on_done(move |status| {
+                        if status < 0 {
+                            ev.complete(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+                        }
+                    });
+                }
+                event.attach_vendor(VendorEvent {
+                    ev: vev,
+                    vctx,
+                    stream,
+                });
                 state.touched(vqueue);
             }
             Ok(Err(rc)) => event.complete(rc),
@@ -219,7 +241,14 @@ fn transfer(
     let offset = step.range.start as usize;
     let len = (step.range.end - step.range.start) as usize;
     let (exec, command_type) = match (step.from, step.to) {
-        (_, Location::Device(d)) => (d, if step.from == Location::Host { CL_COMMAND_WRITE_BUFFER } else { CL_COMMAND_COPY_BUFFER }),
+        (_, Location::Device(d)) => (
+            d,
+            if step.from == Location::Host {
+                CL_COMMAND_WRITE_BUFFER
+            } else {
+                CL_COMMAND_COPY_BUFFER
+            },
+        ),
         (Location::Device(s), Location::Host) => (s, CL_COMMAND_READ_BUFFER),
         (Location::Host, Location::Host) => unreachable!("the host copy never transfers to itself"),
     };
@@ -239,7 +268,17 @@ fn transfer(
                     let mut ev = std::ptr::null_mut();
                     // SAFETY: live vendor objects of one context; range inside both.
                     crate::check(unsafe {
-                        f(q.0, src.get(), dst.get(), offset, offset, len, waits.len() as cl_uint, wait_ptr(waits), &mut ev)
+                        f(
+                            q.0,
+                            src.get(),
+                            dst.get(),
+                            offset,
+                            offset,
+                            len,
+                            waits.len() as cl_uint,
+                            wait_ptr(waits),
+                            &mut ev,
+                        )
                     })?;
                     Ok(V(ev))
                 })
@@ -253,7 +292,17 @@ fn transfer(
                     // SAFETY: the host copy has the root's size; it lives as long as the
                     // event keeps the buffer.
                     crate::check(unsafe {
-                        f(q.0, src.get(), CL_FALSE, offset, len, (host + offset) as *mut c_void, waits.len() as cl_uint, wait_ptr(waits), &mut ev)
+                        f(
+                            q.0,
+                            src.get(),
+                            CL_FALSE,
+                            offset,
+                            len,
+                            (host + offset) as *mut c_void,
+                            waits.len() as cl_uint,
+                            wait_ptr(waits),
+                            &mut ev,
+                        )
                     })?;
                     Ok(V(ev))
                 })
@@ -266,7 +315,17 @@ fn transfer(
                     let mut ev = std::ptr::null_mut();
                     // SAFETY: as above.
                     crate::check(unsafe {
-                        f(q.0, dst.get(), CL_FALSE, offset, len, (host + offset) as *const c_void, waits.len() as cl_uint, wait_ptr(waits), &mut ev)
+                        f(
+                            q.0,
+                            dst.get(),
+                            CL_FALSE,
+                            offset,
+                            len,
+                            (host + offset) as *const c_void,
+                            waits.len() as cl_uint,
+                            wait_ptr(waits),
+                            &mut ev,
+                        )
                     })?;
                     Ok(V(ev))
                 })
@@ -308,9 +367,17 @@ pub fn finish_blocking(event: &Arc<Event>, blocking: bool) -> ClResult<()> {
 }
 
 /// Byte span `[first, last+1)` touched by a rectangle, relative to the buffer.
-pub fn rect_span(origin: [usize; 3], region: [usize; 3], row_pitch: usize, slice_pitch: usize) -> Range<usize> {
+pub fn rect_span(
+    origin: [usize; 3],
+    region: [usize; 3],
+    row_pitch: usize,
+    slice_pitch: usize,
+) -> Range<usize> {
     let start = origin[2] * slice_pitch + origin[1] * row_pitch + origin[0];
-    let end = (origin[2] + region[2] - 1) * slice_pitch + (origin[1] + region[1] - 1) * row_pitch + origin[0] + region[0];
+    let end = (origin[2] + region[2] - 1) * slice_pitch
+        + (origin[1] + region[1] - 1) * row_pitch
+        + origin[0]
+        + region[0];
     start..end
 }
 
@@ -341,7 +408,19 @@ pub fn read_buffer(
             let f = vfn!(q.0, clEnqueueReadBuffer)?;
             let mut ev = std::ptr::null_mut();
             // SAFETY: validated range; the application keeps ptr valid until completion.
-            crate::check(unsafe { f(q.0, m.get(), CL_FALSE, offset, size, ptr as *mut c_void, waits.len() as cl_uint, wait_ptr(waits), &mut ev) })?;
+            crate::check(unsafe {
+                f(
+                    q.0,
+                    m.get(),
+                    CL_FALSE,
+                    offset,
+                    size,
+                    ptr as *mut c_void,
+                    waits.len() as cl_uint,
+                    wait_ptr(waits),
+                    &mut ev,
+                )
+            })?;
             Ok(V(ev))
         })),
     )?;
@@ -372,7 +451,19 @@ pub fn write_buffer(
             let f = vfn!(q.0, clEnqueueWriteBuffer)?;
             let mut ev = std::ptr::null_mut();
             // SAFETY: validated range; the application keeps ptr valid until completion.
-            crate::check(unsafe { f(q.0, m.get(), CL_FALSE, offset, size, ptr as *const c_void, waits.len() as cl_uint, wait_ptr(waits), &mut ev) })?;
+            crate::check(unsafe {
+                f(
+                    q.0,
+                    m.get(),
+                    CL_FALSE,
+                    offset,
+                    size,
+                    ptr as *const c_void,
+                    waits.len() as cl_uint,
+                    wait_ptr(waits),
+                    &mut ev,
+                )
+            })?;
             Ok(V(ev))
         })),
     )?;
@@ -406,7 +497,19 @@ pub fn copy_buffer(
             let f = vfn!(q.0, clEnqueueCopyBuffer)?;
             let mut ev = std::ptr::null_mut();
             // SAFETY: validated ranges on live vendor buffers.
-            crate::check(unsafe { f(q.0, s.get(), d.get(), src_offset, dst_offset, size, waits.len() as cl_uint, wait_ptr(waits), &mut ev) })?;
+            crate::check(unsafe {
+                f(
+                    q.0,
+                    s.get(),
+                    d.get(),
+                    src_offset,
+                    dst_offset,
+                    size,
+                    waits.len() as cl_uint,
+                    wait_ptr(waits),
+                    &mut ev,
+                )
+            })?;
             Ok(V(ev))
         })),
     )
@@ -446,7 +549,11 @@ pub fn rw_rect(
     let event = submit(
         Command {
             queue: queue.clone(),
-            command_type: if write { CL_COMMAND_WRITE_BUFFER_RECT } else { CL_COMMAND_READ_BUFFER_RECT },
+            command_type: if write {
+                CL_COMMAND_WRITE_BUFFER_RECT
+            } else {
+                CL_COMMAND_READ_BUFFER_RECT
+            },
             wait_list,
             accesses: vec![(buffer.clone(), buf.span(region), mode)],
             at_host: false,
@@ -458,12 +565,42 @@ pub fn rw_rect(
             let rc = if write {
                 let f = vfn!(q.0, clEnqueueWriteBufferRect)?;
                 unsafe {
-                    f(q.0, m.get(), CL_FALSE, buf.origin.as_ptr(), host.origin.as_ptr(), region.as_ptr(), buf.row_pitch, buf.slice_pitch, host.row_pitch, host.slice_pitch, ptr as *const c_void, n, wait_ptr(waits), &mut ev)
+                    f(
+                        q.0,
+                        m.get(),
+                        CL_FALSE,
+                        buf.origin.as_ptr(),
+                        host.origin.as_ptr(),
+                        region.as_ptr(),
+                        buf.row_pitch,
+                        buf.slice_pitch,
+                        host.row_pitch,
+                        host.slice_pitch,
+                        ptr as *const c_void,
+                        n,
+                        wait_ptr(waits),
+                        &mut ev,
+                    )
                 }
             } else {
                 let f = vfn!(q.0, clEnqueueReadBufferRect)?;
                 unsafe {
-                    f(q.0, m.get(), CL_FALSE, buf.origin.as_ptr(), host.origin.as_ptr(), region.as_ptr(), buf.row_pitch, buf.slice_pitch, host.row_pitch, host.slice_pitch, ptr as *mut c_void, n, wait_ptr(waits), &mut ev)
+                    f(
+                        q.0,
+                        m.get(),
+                        CL_FALSE,
+                        buf.origin.as_ptr(),
+                        host.origin.as_ptr(),
+                        region.as_ptr(),
+                        buf.row_pitch,
+                        buf.slice_pitch,
+                        host.row_pitch,
+                        host.slice_pitch,
+                        ptr as *mut c_void,
+                        n,
+                        wait_ptr(waits),
+                        &mut ev,
+                    )
                 }
             };
             crate::check(rc)?;
@@ -490,7 +627,10 @@ pub fn copy_rect(
             queue: queue.clone(),
             command_type: CL_COMMAND_COPY_BUFFER_RECT,
             wait_list,
-            accesses: vec![(src.clone(), s.span(region), Mode::Read), (dst.clone(), d.span(region), Mode::ReadWrite)],
+            accesses: vec![
+                (src.clone(), s.span(region), Mode::Read),
+                (dst.clone(), d.span(region), Mode::ReadWrite),
+            ],
             at_host: false,
         },
         Work::Vendor(Box::new(move |q, waits| {
@@ -498,7 +638,21 @@ pub fn copy_rect(
             let mut ev = std::ptr::null_mut();
             // SAFETY: validated rectangles on live vendor buffers.
             crate::check(unsafe {
-                f(q.0, sm.get(), dm.get(), s.origin.as_ptr(), d.origin.as_ptr(), region.as_ptr(), s.row_pitch, s.slice_pitch, d.row_pitch, d.slice_pitch, waits.len() as cl_uint, wait_ptr(waits), &mut ev)
+                f(
+                    q.0,
+                    sm.get(),
+                    dm.get(),
+                    s.origin.as_ptr(),
+                    d.origin.as_ptr(),
+                    region.as_ptr(),
+                    s.row_pitch,
+                    s.slice_pitch,
+                    d.row_pitch,
+                    d.slice_pitch,
+                    waits.len() as cl_uint,
+                    wait_ptr(waits),
+                    &mut ev,
+                )
             })?;
             Ok(V(ev))
         })),
@@ -527,7 +681,17 @@ pub fn fill_buffer(
             let mut ev = std::ptr::null_mut();
             // SAFETY: validated pattern and range; the vendor copies the pattern.
             crate::check(unsafe {
-                f(q.0, m.get(), pattern.as_ptr() as *const c_void, pattern.len(), offset, size, waits.len() as cl_uint, wait_ptr(waits), &mut ev)
+                f(
+                    q.0,
+                    m.get(),
+                    pattern.as_ptr() as *const c_void,
+                    pattern.len(),
+                    offset,
+                    size,
+                    waits.len() as cl_uint,
+                    wait_ptr(waits),
+                    &mut ev,
+                )
             })?;
             Ok(V(ev))
         })),
@@ -556,7 +720,11 @@ pub fn map_buffer(
             queue: queue.clone(),
             command_type: CL_COMMAND_MAP_BUFFER,
             wait_list,
-            accesses: vec![(buffer.clone(), offset..offset + size, if invalidate { Mode::Write } else { Mode::Read })],
+            accesses: vec![(
+                buffer.clone(),
+                offset..offset + size,
+                if invalidate { Mode::Write } else { Mode::Read },
+            )],
             at_host: true,
         },
         Work::Host(None),
@@ -567,14 +735,23 @@ pub fn map_buffer(
         size,
         writes,
     });
-    buffer.map_count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    buffer
+        .map_count
+        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     finish_blocking(&event, blocking)?;
     Ok((event, ptr))
 }
 
 /// `clEnqueueUnmapMemObject` for a mapping found by the caller.
-pub fn unmap(queue: &Arc<Queue>, buffer: &Arc<Buffer>, mapping: Mapping, wait_list: Vec<Arc<Event>>) -> ClResult<Arc<Event>> {
-    buffer.map_count.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+pub fn unmap(
+    queue: &Arc<Queue>,
+    buffer: &Arc<Buffer>,
+    mapping: Mapping,
+    wait_list: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    buffer
+        .map_count
+        .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     let range = mapping.offset..mapping.offset + mapping.size;
     submit(
         Command {
@@ -582,7 +759,11 @@ pub fn unmap(queue: &Arc<Queue>, buffer: &Arc<Buffer>, mapping: Mapping, wait_li
             command_type: CL_COMMAND_UNMAP_MEM_OBJECT,
             wait_list,
             // The host wrote the mapped bytes in place: the host copy is now the newest.
-            accesses: if mapping.writes { vec![(buffer.clone(), range, Mode::Write)] } else { Vec::new() },
+            accesses: if mapping.writes {
+                vec![(buffer.clone(), range, Mode::Write)]
+            } else {
+                Vec::new()
+            },
             at_host: true,
         },
         Work::Host(None),
@@ -591,8 +772,16 @@ pub fn unmap(queue: &Arc<Queue>, buffer: &Arc<Buffer>, mapping: Mapping, wait_li
 
 /// `clEnqueueMarkerWithWaitList` / `clEnqueueBarrierWithWaitList`: completes after the
 /// listed events, or after every earlier command of the queue when the list is empty.
-pub fn marker(queue: &Arc<Queue>, command_type: cl_command_type, wait_list: Vec<Arc<Event>>) -> ClResult<Arc<Event>> {
-    let deps = if wait_list.is_empty() { queue.pending() } else { wait_list };
+pub fn marker(
+    queue: &Arc<Queue>,
+    command_type: cl_command_type,
+    wait_list: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let deps = if wait_list.is_empty() {
+        queue.pending()
+    } else {
+        wait_list
+    };
     submit(
         Command {
             queue: queue.clone(),
@@ -605,9 +794,18 @@ pub fn marker(queue: &Arc<Queue>, command_type: cl_command_type, wait_list: Vec<
     )
 }
 
-pub fn migrate(queue: &Arc<Queue>, buffers: Vec<Arc<Buffer>>, flags: cl_mem_migration_flags, wait_list: Vec<Arc<Event>>) -> ClResult<Arc<Event>> {
+pub fn migrate(
+    queue: &Arc<Queue>,
+    buffers: Vec<Arc<Buffer>>,
+    flags: cl_mem_migration_flags,
+    wait_list: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
     let to_host = flags & CL_MIGRATE_MEM_OBJECT_HOST != 0;
-    let mode = if flags & CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED != 0 { Mode::Write } else { Mode::Read };
+    let mode = if flags & CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED != 0 {
+        Mode::Write
+    } else {
+        Mode::Read
+    };
     if !to_host {
         for b in &buffers {
             device_instance(queue, b)?;
@@ -631,7 +829,10 @@ pub fn migrate(queue: &Arc<Queue>, buffers: Vec<Arc<Buffer>>, flags: cl_mem_migr
             queue: queue.clone(),
             command_type: CL_COMMAND_MIGRATE_MEM_OBJECTS,
             wait_list,
-            accesses: buffers.iter().map(|b| (b.clone(), 0..b.size, mode)).collect(),
+            accesses: buffers
+                .iter()
+                .map(|b| (b.clone(), 0..b.size, mode))
+                .collect(),
             at_host: to_host,
         },
         work,
@@ -658,8 +859,19 @@ pub fn ndrange(
         vendor_args.push(match arg {
             ArgValue::Mem(Some(b)) => {
                 let read_only = b.flags & CL_MEM_READ_ONLY != 0
-                    || kernel.arg_info.as_ref().is_some_and(|info| info[i].read_only);
-                accesses.push((b.clone(), 0..b.size, if read_only { Mode::Read } else { Mode::ReadWrite }));
+                    || kernel
+                        .arg_info
+                        .as_ref()
+                        .is_some_and(|info| info[i].read_only);
+                accesses.push((
+                    b.clone(),
+                    0..b.size,
+                    if read_only {
+                        Mode::Read
+                    } else {
+                        Mode::ReadWrite
+                    },
+                ));
                 VendorArg::Mem(device_instance(queue, b)?)
             }
             ArgValue::Mem(None) => VendorArg::Mem(V::NULL),
@@ -684,7 +896,19 @@ pub fn ndrange(
             let off = offset.as_ref().map_or(std::ptr::null(), |o| o.as_ptr());
             let loc = local.as_ref().map_or(std::ptr::null(), |l| l.as_ptr());
             // SAFETY: validated dimensions and sizes; arguments set above.
-            crate::check(unsafe { f(q.0, vk.0, dims, off, global.as_ptr(), loc, waits.len() as cl_uint, wait_ptr(waits), &mut ev) })?;
+            crate::check(unsafe {
+                f(
+                    q.0,
+                    vk.0,
+                    dims,
+                    off,
+                    global.as_ptr(),
+                    loc,
+                    waits.len() as cl_uint,
+                    wait_ptr(waits),
+                    &mut ev,
+                )
+            })?;
             Ok(V(ev))
         })),
     )

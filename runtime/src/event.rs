@@ -19,7 +19,11 @@ use std::time::{Duration, Instant};
 pub type UserCallback = unsafe extern "C" fn(cl_event, cl_int, *mut c_void);
 
 enum Callback {
-    User { stage: cl_int, f: UserCallback, data: usize },
+    User {
+        stage: cl_int,
+        f: UserCallback,
+        data: usize,
+    },
     Internal(Box<dyn FnOnce(cl_int) + Send>),
 }
 
@@ -65,7 +69,10 @@ impl_handle!(Event, Event, CL_INVALID_EVENT);
 /// Nanoseconds on the monotonic clock, the time base of profiling information.
 pub fn now_ns() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid out-pointer.
     if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } == 0 {
         ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -216,12 +223,13 @@ impl Event {
     fn run_callbacks(self: &Arc<Self>, status: cl_int) {
         let due: Vec<Callback> = {
             let mut st = self.state.lock();
-            let (due, rest) = std::mem::take(&mut st.callbacks)
-                .into_iter()
-                .partition(|cb| match cb {
-                    Callback::User { stage, .. } => status <= *stage,
-                    Callback::Internal(_) => status <= CL_COMPLETE,
-                });
+            let (due, rest) =
+                std::mem::take(&mut st.callbacks)
+                    .into_iter()
+                    .partition(|cb| match cb {
+                        Callback::User { stage, .. } => status <= *stage,
+                        Callback::Internal(_) => status <= CL_COMPLETE,
+                    });
             st.callbacks = rest;
             due
         };
@@ -231,7 +239,8 @@ impl Event {
                 Callback::User { stage, f, data } => {
                     let arg = if status < 0 { status } else { stage };
                     // SAFETY: the application registered this callback for this event.
-                    let _ = std::panic::catch_unwind(|| unsafe { f(handle, arg, data as *mut c_void) });
+                    let _ =
+                        std::panic::catch_unwind(|| unsafe { f(handle, arg, data as *mut c_void) });
                 }
                 Callback::Internal(f) => f(status),
             }
@@ -285,7 +294,10 @@ impl Event {
         });
         let arrive = |join: &Arc<Join>, status: cl_int| {
             if status < 0 {
-                join.error.store(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST, Ordering::Release);
+                join.error.store(
+                    CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
+                    Ordering::Release,
+                );
             }
             if join.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
                 let error = join.error.load(Ordering::Acquire);
@@ -384,7 +396,11 @@ impl Event {
                 return Ok(value);
             }
         }
-        let t: Vec<u64> = self.times.iter().map(|t| t.load(Ordering::Acquire)).collect();
+        let t: Vec<u64> = self
+            .times
+            .iter()
+            .map(|t| t.load(Ordering::Acquire))
+            .collect();
         // Fill stages that were skipped (a host command has no separate submit/start).
         let mut out = t[0];
         for v in &t[..=index] {

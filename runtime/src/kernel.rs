@@ -152,7 +152,14 @@ impl Kernel {
 
     /// A vendor kernel for queries on `device`'s vendor.
     pub fn probe(&self, vendor: u32) -> Option<V> {
-        self.probes.iter().find(|(v, _)| *v == vendor).map(|(_, k)| *k)
+        self.probes
+            .iter()
+            .find(|(v, _)| *v == vendor)
+            .map(|(_, k)| *k)
+    }
+
+    pub fn probes(&self) -> impl Iterator<Item = V> + '_ {
+        self.probes.iter().map(|(_, k)| *k)
     }
 
     pub fn any_probe(&self) -> V {
@@ -166,12 +173,17 @@ impl Kernel {
     /// Sets `args` on the device's vendor kernel where they differ from what it has.
     /// Runs on the device's issuer thread.
     pub fn apply_args(&self, device: &Device, args: &[VendorArg]) -> ClResult<V> {
-        let dk = self.devices.get(&device.index).ok_or(CL_INVALID_PROGRAM_EXECUTABLE)?;
+        let dk = self
+            .devices
+            .get(&device.index)
+            .ok_or(CL_INVALID_PROGRAM_EXECUTABLE)?;
         let mut set = dk.set.lock();
         set.resize(args.len(), None);
         let f = vfn!(dk.vk.0, clSetKernelArg)?;
         for (i, arg) in args.iter().enumerate() {
-            if set[i].as_ref() == Some(arg) {
+            // A vendor buffer may be freed and its address reused by a new one, so
+            // buffers are always set again; values and local sizes only when changed.
+            if !matches!(arg, VendorArg::Mem(_)) && set[i].as_ref() == Some(arg) {
                 continue;
             }
             let rc = match arg {
@@ -183,14 +195,22 @@ impl Kernel {
                             dk.vk.0,
                             i as cl_uint,
                             std::mem::size_of::<cl_mem>(),
-                            if m.0.is_null() { std::ptr::null() } else { &value as *const cl_mem as *const c_void },
+                            if m.0.is_null() {
+                                std::ptr::null()
+                            } else {
+                                &value as *const cl_mem as *const c_void
+                            },
                         )
                     }
                 }
                 // SAFETY: a local-memory size with a NULL value.
-                VendorArg::Local(size) => unsafe { f(dk.vk.0, i as cl_uint, *size, std::ptr::null()) },
+                VendorArg::Local(size) => unsafe {
+                    f(dk.vk.0, i as cl_uint, *size, std::ptr::null())
+                },
                 // SAFETY: bytes validated by the probe kernel when the application set them.
-                VendorArg::Bytes(b) => unsafe { f(dk.vk.0, i as cl_uint, b.len(), b.as_ptr() as *const c_void) },
+                VendorArg::Bytes(b) => unsafe {
+                    f(dk.vk.0, i as cl_uint, b.len(), b.as_ptr() as *const c_void)
+                },
             };
             if rc != CL_SUCCESS {
                 set[i] = None;
@@ -207,7 +227,15 @@ pub fn kernel_info_value<T: Copy + Default>(k: V, param: cl_kernel_info) -> Opti
     let f = vfn!(k.0, clGetKernelInfo).ok()?;
     let mut v = T::default();
     // SAFETY: out-pointer of size_of::<T>().
-    let rc = unsafe { f(k.0, param, std::mem::size_of::<T>(), &mut v as *mut T as *mut c_void, std::ptr::null_mut()) };
+    let rc = unsafe {
+        f(
+            k.0,
+            param,
+            std::mem::size_of::<T>(),
+            &mut v as *mut T as *mut c_void,
+            std::ptr::null_mut(),
+        )
+    };
     (rc == CL_SUCCESS).then_some(v)
 }
 
@@ -216,13 +244,23 @@ fn arg_info_value<T: Copy + Default>(k: V, index: u32, param: cl_kernel_arg_info
     let mut v = T::default();
     // SAFETY: out-pointer of size_of::<T>().
     let rc = unsafe {
-        f(k.0, index, param, std::mem::size_of::<T>(), &mut v as *mut T as *mut c_void, std::ptr::null_mut())
+        f(
+            k.0,
+            index,
+            param,
+            std::mem::size_of::<T>(),
+            &mut v as *mut T as *mut c_void,
+            std::ptr::null_mut(),
+        )
     };
     (rc == CL_SUCCESS).then_some(v)
 }
 
 /// A variable-size kernel query forwarded to a vendor kernel.
-pub fn kernel_query(k: V, f: impl Fn(V, usize, *mut c_void, *mut usize) -> cl_int) -> ClResult<Vec<u8>> {
+pub fn kernel_query(
+    k: V,
+    f: impl Fn(V, usize, *mut c_void, *mut usize) -> cl_int,
+) -> ClResult<Vec<u8>> {
     query_bytes(|size, value, ret| f(k, size, value, ret))
 }
 

@@ -68,7 +68,8 @@ unsafe impl Sync for Buffer {}
 impl_handle!(Buffer, Mem, CL_INVALID_MEM_OBJECT);
 
 fn alloc_host(size: usize) -> ClResult<HostCopy> {
-    let layout = Layout::from_size_align(size.max(1), HOST_ALIGN).map_err(|_| CL_INVALID_BUFFER_SIZE)?;
+    let layout =
+        Layout::from_size_align(size.max(1), HOST_ALIGN).map_err(|_| CL_INVALID_BUFFER_SIZE)?;
     // SAFETY: non-zero size layout.
     let ptr = unsafe { std::alloc::alloc(layout) };
     if ptr.is_null() {
@@ -109,7 +110,11 @@ impl Buffer {
             context,
             flags,
             size,
-            host_ptr: if flags & CL_MEM_USE_HOST_PTR != 0 { host_ptr as usize } else { 0 },
+            host_ptr: if flags & CL_MEM_USE_HOST_PTR != 0 {
+                host_ptr as usize
+            } else {
+                0
+            },
             parent: None,
             origin: 0,
             id,
@@ -122,13 +127,22 @@ impl Buffer {
     }
 
     /// `clCreateSubBuffer` after validation.
-    pub fn new_sub(parent: &Arc<Buffer>, flags: cl_mem_flags, origin: usize, size: usize) -> Arc<Buffer> {
+    pub fn new_sub(
+        parent: &Arc<Buffer>,
+        flags: cl_mem_flags,
+        origin: usize,
+        size: usize,
+    ) -> Arc<Buffer> {
         Arc::new(Buffer {
             header: Header::new(),
             context: parent.context.clone(),
             flags,
             size,
-            host_ptr: if parent.host_ptr != 0 { parent.host_ptr + origin } else { 0 },
+            host_ptr: if parent.host_ptr != 0 {
+                parent.host_ptr + origin
+            } else {
+                0
+            },
             parent: Some(parent.clone()),
             origin,
             id: parent.id,
@@ -161,7 +175,15 @@ impl Buffer {
                 let create = vfn!(vctx.0, clCreateBuffer)?;
                 let mut err = CL_SUCCESS;
                 // SAFETY: live vendor context; no host pointer.
-                let m = unsafe { create(vctx.0, CL_MEM_READ_WRITE, self.size, std::ptr::null_mut(), &mut err) };
+                let m = unsafe {
+                    create(
+                        vctx.0,
+                        CL_MEM_READ_WRITE,
+                        self.size,
+                        std::ptr::null_mut(),
+                        &mut err,
+                    )
+                };
                 crate::check(err)?;
                 V(m)
             }
@@ -231,7 +253,11 @@ impl Drop for Buffer {
         if self.parent.is_none() {
             self.context.scheduler.lock().release_buffer(self.id);
         }
-        if let Some(HostCopy { ptr, owned: Some(layout) }) = self.host.get_mut().take() {
+        if let Some(HostCopy {
+            ptr,
+            owned: Some(layout),
+        }) = self.host.get_mut().take()
+        {
             // SAFETY: allocated by alloc_host with this layout.
             unsafe { std::alloc::dealloc(ptr, layout) };
         }

@@ -77,12 +77,23 @@ impl Platform {
             };
             let mut n: cl_uint = 0;
             // SAFETY: standard two-call query on a live vendor platform.
-            if unsafe { get(vendor.platform.0, mask, 0, std::ptr::null_mut(), &mut n) } != CL_SUCCESS {
+            if unsafe { get(vendor.platform.0, mask, 0, std::ptr::null_mut(), &mut n) }
+                != CL_SUCCESS
+            {
                 continue;
             }
             let mut ids = vec![std::ptr::null_mut(); n as usize];
             // SAFETY: buffer of n entries.
-            if unsafe { get(vendor.platform.0, mask, n, ids.as_mut_ptr(), std::ptr::null_mut()) } != CL_SUCCESS {
+            if unsafe {
+                get(
+                    vendor.platform.0,
+                    mask,
+                    n,
+                    ids.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            } != CL_SUCCESS
+            {
                 continue;
             }
             if self.config.devices.max_devices > 0 {
@@ -131,4 +142,3 @@ impl Platform {
         &self.vendors[index as usize]
     }
 }
-

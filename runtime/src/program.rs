@@ -41,7 +41,12 @@ pub struct Program {
 impl_handle!(Program, Program, CL_INVALID_PROGRAM);
 
 impl Program {
-    fn wrap(context: Arc<Context>, devices: Vec<Arc<Device>>, source: Option<String>, vendor: Vec<(u32, V)>) -> Arc<Program> {
+    fn wrap(
+        context: Arc<Context>,
+        devices: Vec<Arc<Device>>,
+        source: Option<String>,
+        vendor: Vec<(u32, V)>,
+    ) -> Arc<Program> {
         Arc::new(Program {
             header: Header::new(),
             context,
@@ -121,7 +126,10 @@ impl Program {
     }
 
     pub fn vendor_program(&self, vendor: u32) -> Option<V> {
-        self.vendor.iter().find(|(v, _)| *v == vendor).map(|(_, p)| *p)
+        self.vendor
+            .iter()
+            .find(|(v, _)| *v == vendor)
+            .map(|(_, p)| *p)
     }
 
     /// The devices of `list` (or all of the program's) grouped per vendor program.
@@ -153,14 +161,22 @@ impl Program {
 
     /// `clBuildProgram` for `devices` (empty = all of the program's).
     pub fn build(&self, devices: &[Arc<Device>], options: &str) -> ClResult<()> {
-        let opts = CString::new(format!("{options}{ARG_INFO_OPTION}")).map_err(|_| CL_INVALID_BUILD_OPTIONS)?;
+        let opts = CString::new(format!("{options}{ARG_INFO_OPTION}"))
+            .map_err(|_| CL_INVALID_BUILD_OPTIONS)?;
         self.note_attempt(options, devices);
         let mut result = Ok(());
         for (_, vp, vdevs) in self.per_vendor(devices) {
             let f = vfn!(vp.0, clBuildProgram)?;
             // SAFETY: live vendor program and devices of its context.
             let rc = unsafe {
-                f(vp.0, vdevs.len() as cl_uint, vdevs.as_ptr(), opts.as_ptr(), None, std::ptr::null_mut())
+                f(
+                    vp.0,
+                    vdevs.len() as cl_uint,
+                    vdevs.as_ptr(),
+                    opts.as_ptr(),
+                    None,
+                    std::ptr::null_mut(),
+                )
             };
             if rc != CL_SUCCESS && result.is_ok() {
                 result = Err(rc);
@@ -170,8 +186,14 @@ impl Program {
     }
 
     /// `clCompileProgram`; `headers` are (program, include name) pairs.
-    pub fn compile(&self, devices: &[Arc<Device>], options: &str, headers: &[(Arc<Program>, CString)]) -> ClResult<()> {
-        let opts = CString::new(format!("{options}{ARG_INFO_OPTION}")).map_err(|_| CL_INVALID_COMPILER_OPTIONS)?;
+    pub fn compile(
+        &self,
+        devices: &[Arc<Device>],
+        options: &str,
+        headers: &[(Arc<Program>, CString)],
+    ) -> ClResult<()> {
+        let opts = CString::new(format!("{options}{ARG_INFO_OPTION}"))
+            .map_err(|_| CL_INVALID_COMPILER_OPTIONS)?;
         self.note_attempt(options, devices);
         let mut result = Ok(());
         for (vendor, vp, vdevs) in self.per_vendor(devices) {
@@ -190,8 +212,16 @@ impl Program {
                     vdevs.as_ptr(),
                     opts.as_ptr(),
                     hprogs.len() as cl_uint,
-                    if hprogs.is_empty() { std::ptr::null() } else { hprogs.as_ptr() },
-                    if hnames.is_empty() { std::ptr::null_mut() } else { hnames.as_mut_ptr() },
+                    if hprogs.is_empty() {
+                        std::ptr::null()
+                    } else {
+                        hprogs.as_ptr()
+                    },
+                    if hnames.is_empty() {
+                        std::ptr::null_mut()
+                    } else {
+                        hnames.as_mut_ptr()
+                    },
                     None,
                     std::ptr::null_mut(),
                 )
@@ -211,11 +241,19 @@ impl Program {
         inputs: &[Arc<Program>],
     ) -> ClResult<Arc<Program>> {
         let opts = CString::new(options).map_err(|_| CL_INVALID_LINKER_OPTIONS)?;
-        let devices = if devices.is_empty() { context.devices.clone() } else { devices };
+        let devices = if devices.is_empty() {
+            context.devices.clone()
+        } else {
+            devices
+        };
         let mut vendor = Vec::new();
         let mut result = Ok(());
         for vc in &context.vendor_contexts {
-            let vdevs: Vec<cl_device_id> = devices.iter().filter(|d| d.vendor == vc.vendor).map(|d| d.vdev.0).collect();
+            let vdevs: Vec<cl_device_id> = devices
+                .iter()
+                .filter(|d| d.vendor == vc.vendor)
+                .map(|d| d.vdev.0)
+                .collect();
             if vdevs.is_empty() {
                 continue;
             }
@@ -241,7 +279,11 @@ impl Program {
             };
             if p.is_null() {
                 release_all(&vendor);
-                return Err(if err == CL_SUCCESS { CL_LINK_PROGRAM_FAILURE } else { err });
+                return Err(if err == CL_SUCCESS {
+                    CL_LINK_PROGRAM_FAILURE
+                } else {
+                    err
+                });
             }
             if err != CL_SUCCESS && result.is_ok() {
                 result = Err(err);
@@ -259,7 +301,9 @@ impl Program {
 
     /// A per-device build query answered by the device's vendor.
     pub fn build_info(&self, device: &Device, param: cl_program_build_info) -> ClResult<Vec<u8>> {
-        let vp = self.vendor_program(device.vendor).ok_or(CL_INVALID_DEVICE)?;
+        let vp = self
+            .vendor_program(device.vendor)
+            .ok_or(CL_INVALID_DEVICE)?;
         let f = vfn!(vp.0, clGetProgramBuildInfo)?;
         query_bytes(|size, value, ret| {
             // SAFETY: standard two-call query.
@@ -267,12 +311,56 @@ impl Program {
         })
     }
 
+    /// Whether a build, compile or link was attempted for `device` (before that, the
+    /// answers are the specification's defaults, whatever the vendor says).
+    fn attempted(&self, device: &Device) -> bool {
+        self.build.lock().attempted.contains(&device.index)
+    }
+
     pub fn build_status(&self, device: &Device) -> cl_build_status {
+        if !self.attempted(device) {
+            return CL_BUILD_NONE;
+        }
         self.build_info(device, CL_PROGRAM_BUILD_STATUS)
             .ok()
             .filter(|b| b.len() >= 4)
             .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
             .unwrap_or(CL_BUILD_NONE)
+    }
+
+    /// The build log of `device`. A vendor that stops at the first failing device leaves
+    /// the others' logs empty; they get the log of a device of the same vendor, which
+    /// compiled the same source.
+    pub fn build_log(&self, device: &Device) -> String {
+        if !self.attempted(device) {
+            return String::new();
+        }
+        let log = |d: &Device| {
+            self.build_info(d, CL_PROGRAM_BUILD_LOG)
+                .map(|b| crate::vendor::c_string(&b))
+                .unwrap_or_default()
+        };
+        let own = log(device);
+        if !own.trim().is_empty() || self.build_status(device) != CL_BUILD_ERROR {
+            return own;
+        }
+        self.devices
+            .iter()
+            .filter(|d| d.vendor == device.vendor && d.index != device.index)
+            .map(|d| log(d))
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or(own)
+    }
+
+    pub fn binary_type(&self, device: &Device) -> cl_program_binary_type {
+        if !self.attempted(device) && self.source.is_some() {
+            return CL_PROGRAM_BINARY_TYPE_NONE;
+        }
+        self.build_info(device, CL_PROGRAM_BINARY_TYPE)
+            .ok()
+            .filter(|b| b.len() >= 4)
+            .map(|b| u32::from_ne_bytes(b[..4].try_into().expect("4 bytes")))
+            .unwrap_or(CL_PROGRAM_BINARY_TYPE_NONE)
     }
 
     /// True when every device of the program has a successfully built executable.
@@ -294,6 +382,10 @@ impl Program {
     /// The binary of each of the program's devices, in the program's device order.
     pub fn binaries(&self) -> ClResult<Vec<Vec<u8>>> {
         let mut out = vec![Vec::new(); self.devices.len()];
+        if !self.devices.iter().any(|d| self.is_built_for(d)) {
+            // No executable yet: every binary is empty (size 0), as the specification says.
+            return Ok(out);
+        }
         for &(vendor, vp) in &self.vendor {
             let f = vfn!(vp.0, clGetProgramInfo)?;
             let vdevs_bytes = query_bytes(|size, value, ret| {

@@ -75,7 +75,11 @@ pub fn query_bytes(
     crate::check(f(0, std::ptr::null_mut(), &mut size))?;
     let mut bytes = vec![0u8; size];
     if size > 0 {
-        crate::check(f(size, bytes.as_mut_ptr() as *mut c_void, std::ptr::null_mut()))?;
+        crate::check(f(
+            size,
+            bytes.as_mut_ptr() as *mut c_void,
+            std::ptr::null_mut(),
+        ))?;
     }
     Ok(bytes)
 }
@@ -127,7 +131,11 @@ pub fn load_vendors(config: &Config, own_marker: &CStr) -> Vec<Vendor> {
                     let version =
                         platform_string(platform, CL_PLATFORM_VERSION).unwrap_or_default();
                     let wanted = config.devices.platforms.is_empty()
-                        || config.devices.platforms.iter().any(|p| name.contains(p.as_str()));
+                        || config
+                            .devices
+                            .platforms
+                            .iter()
+                            .any(|p| name.contains(p.as_str()));
                     if wanted {
                         vendors.push(Vendor {
                             index: vendors.len() as u32,
@@ -159,7 +167,9 @@ fn load_library(lib: &str, own_marker: &CStr) -> Result<Option<Vec<V>>, String> 
             "dlopen failed".to_string()
         } else {
             // SAFETY: non-NULL dlerror result is a valid C string.
-            unsafe { CStr::from_ptr(err) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(err) }
+                .to_string_lossy()
+                .into_owned()
         };
         return Err(msg);
     }
@@ -189,7 +199,9 @@ fn load_library(lib: &str, own_marker: &CStr) -> Result<Option<Vec<V>>, String> 
     // SAFETY: standard two-call query.
     let rc = unsafe { get(0, std::ptr::null_mut(), &mut n) };
     if rc != CL_SUCCESS || n == 0 {
-        return Err(format!("clIcdGetPlatformIDsKHR returned {rc} with {n} platforms"));
+        return Err(format!(
+            "clIcdGetPlatformIDsKHR returned {rc} with {n} platforms"
+        ));
     }
     let mut ids = vec![std::ptr::null_mut(); n as usize];
     // SAFETY: buffer of n entries.

@@ -12,6 +12,9 @@
 //! - **Conflict ordering**: a command depends on the last writer of every location
 //!   instance it touches, and a writer also on the readers since. Tokens on the same
 //!   in-order stream are left out, since the stream orders them already.
+//!
+//! `docs/scheduler.md` states the rules, what the runtime must guarantee in return, and
+//! what `tests/simulate.rs` proves.
 
 mod validity;
 

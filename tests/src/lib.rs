@@ -1,0 +1,531 @@
+//! Harness for the MirrorCL integration suite.
+//!
+//! The real tests are OpenCL 1.2 C host programs in `tests/c/*.c` (sharing
+//! `tests/c/check.h`).  Each program prints `PASS <program>` as its last line
+//! and exits 0 when every check held; any failed check prints
+//! `file:line: CHECK FAILED: <call>` with the expected and actual values.
+//!
+//! This crate compiles them with the system C compiler and runs them in one
+//! of four [`Way`]s, with PoCL exposing 1 or 3 CPU devices
+//! (`POCL_DEVICES="pthread ..."`):
+//!
+//! * [`Way::Native`]: linked with `-lOpenCL`, the system ICD loader finds
+//!   PoCL.  Validates that the programs themselves are correct OpenCL.
+//! * [`Way::Preload`]: linked with `-lOpenCL`, run with
+//!   `LD_PRELOAD=libmirrorcl.so`.
+//! * [`Way::Loader`]: linked with `-lOpenCL`, run with `OCL_ICD_VENDORS`
+//!   naming a directory that holds only `mirrorcl.icd`.
+//! * [`Way::Direct`]: linked against `libmirrorcl.so` itself, no loader.
+//!
+//! The MirrorCL ways set `MIRRORCL_EXPECT=1`, which makes the programs
+//! require a single platform named "MirrorCL" and enables the checks that
+//! only MirrorCL is held to (released handles, PoCL deviations).
+//!
+//! Environment understood by the harness:
+//! * `MIRRORCL_LIB`: path of the library (default
+//!   `<workspace>/target/release/libmirrorcl.so`, or under `CARGO_TARGET_DIR`).
+//! * `MIRRORCL_TEST_TIMEOUT`: per-run timeout in seconds (default 120).
+//! * `CC`: the C compiler (default `cc`).
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How a C program reaches an OpenCL implementation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Way {
+    /// System ICD loader, vendor platforms (PoCL): no MirrorCL.
+    Native,
+    /// System ICD loader linked, `LD_PRELOAD=libmirrorcl.so`.
+    Preload,
+    /// System ICD loader with `OCL_ICD_VENDORS=<dir with mirrorcl.icd>/`.
+    Loader,
+    /// Linked against `libmirrorcl.so` directly.
+    Direct,
+}
+
+impl Way {
+    pub const ALL: [Way; 4] = [Way::Native, Way::Preload, Way::Loader, Way::Direct];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Way::Native => "native",
+            Way::Preload => "preload",
+            Way::Loader => "loader",
+            Way::Direct => "direct",
+        }
+    }
+
+    /// Whether this way runs the program against MirrorCL.
+    pub fn is_mirrorcl(self) -> bool {
+        self != Way::Native
+    }
+}
+
+/// The workspace root: the parent of this crate's manifest directory.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent directory")
+        .to_path_buf()
+}
+
+/// The directory holding the C programs and `check.h`.
+pub fn c_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("c")
+}
+
+/// The cargo target directory (`CARGO_TARGET_DIR` if set, else `<workspace>/target`).
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            if dir.is_absolute() {
+                dir
+            } else {
+                workspace_root().join(dir)
+            }
+        }
+        None => workspace_root().join("target"),
+    }
+}
+
+/// Where `libmirrorcl.so` is looked for when `MIRRORCL_LIB` is not set.
+pub fn default_lib_path() -> PathBuf {
+    target_dir().join("release").join("libmirrorcl.so")
+}
+
+/// Resolves the library from an explicit override (the value of
+/// `MIRRORCL_LIB`) or the default location; errors say how to build it.
+pub fn locate_lib(override_path: Option<OsString>) -> Result<PathBuf, String> {
+    let (path, origin) = match override_path.filter(|v| !v.is_empty()) {
+        Some(p) => (PathBuf::from(p), "MIRRORCL_LIB"),
+        None => (default_lib_path(), "the default location"),
+    };
+    if !path.is_file() {
+        return Err(format!(
+            "libmirrorcl.so not found at {} ({origin}).\n\
+             Build it first with `cargo build --release -p mirrorcl` \
+             (or point MIRRORCL_LIB at the library).",
+            path.display()
+        ));
+    }
+    path.canonicalize()
+        .map_err(|e| format!("cannot resolve {}: {e}", path.display()))
+}
+
+/// `libmirrorcl.so` (see [`locate_lib`]); panics with build instructions if missing.
+pub fn mirrorcl_lib() -> PathBuf {
+    match locate_lib(std::env::var_os("MIRRORCL_LIB")) {
+        Ok(p) => p,
+        Err(msg) => panic!("{msg}"),
+    }
+}
+
+fn mtime(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// One lock per output binary, so concurrent tests never compile the same
+/// binary twice at once (different binaries compile in parallel).
+fn binary_lock(path: &Path) -> Arc<Mutex<()>> {
+    static LOCKS: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = OnceLock::new();
+    let mut map = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    map.entry(path.to_path_buf()).or_default().clone()
+}
+
+static UNIQUE: AtomicU64 = AtomicU64::new(0);
+
+fn unique_suffix() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        UNIQUE.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The compiler command line (without `-o`) for `prog` in `way`.
+fn compile_args(prog: &str, way: Way) -> Result<Vec<OsString>, String> {
+    let c = c_dir();
+    let mut args: Vec<OsString> = vec![
+        "-O2".into(),
+        "-Wall".into(),
+        "-std=c11".into(),
+        "-I".into(),
+        c.clone().into(),
+        c.join(format!("{prog}.c")).into(),
+    ];
+    match way {
+        Way::Native | Way::Preload | Way::Loader => args.push("-lOpenCL".into()),
+        Way::Direct => {
+            let lib = locate_lib(std::env::var_os("MIRRORCL_LIB"))?;
+            let dir = lib.parent().expect("library has a directory");
+            let file = lib.file_name().expect("library has a file name");
+            let mut l = OsString::from("-l:");
+            l.push(file);
+            let mut rpath = OsString::from("-Wl,-rpath,");
+            rpath.push(dir);
+            args.push("-L".into());
+            args.push(dir.into());
+            args.push(l);
+            args.push(rpath);
+        }
+    }
+    args.push("-lm".into());
+    Ok(args)
+}
+
+/// Compiles `tests/c/<prog>.c` for `way` into `<target>/ctests/<way>/<prog>`
+/// and returns the binary.  Reuses the binary when it is newer than the
+/// sources and was built with the same command line.
+pub fn compile(prog: &str, way: Way) -> Result<PathBuf, String> {
+    let cc = std::env::var("CC")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "cc".into());
+    let out_dir = target_dir().join("ctests").join(way.name());
+    let bin = out_dir.join(prog);
+    let stamp = out_dir.join(format!("{prog}.cmd"));
+    let args = compile_args(prog, way)?;
+    let cmdline = format!(
+        "{cc} {}",
+        args.iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let lock = binary_lock(&bin);
+    let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+
+    let src = c_dir().join(format!("{prog}.c"));
+    let hdr = c_dir().join("check.h");
+    if !src.is_file() {
+        return Err(format!("no such C program: {}", src.display()));
+    }
+    let newest_src = [mtime(&src), mtime(&hdr)].into_iter().flatten().max();
+    let fresh = match (mtime(&bin), newest_src) {
+        (Some(b), Some(s)) => b >= s,
+        _ => false,
+    };
+    if fresh && std::fs::read_to_string(&stamp).ok().as_deref() == Some(cmdline.as_str()) {
+        return Ok(bin);
+    }
+
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let tmp = out_dir.join(format!(".{prog}.tmp-{}", unique_suffix()));
+    let output = Command::new(&cc)
+        .args(&args)
+        .arg("-o")
+        .arg(&tmp)
+        .output()
+        .map_err(|e| format!("cannot run the C compiler `{cc}`: {e}"))?;
+    if !output.status.success() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!(
+            "compiling {prog} for {} failed ({}):\n$ {cmdline} -o {}\n{}{}",
+            way.name(),
+            output.status,
+            tmp.display(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let warnings = String::from_utf8_lossy(&output.stderr);
+    if !warnings.trim().is_empty() {
+        eprintln!("warnings compiling {prog} ({}):\n{warnings}", way.name());
+    }
+    // Atomic replacement: a concurrent run of another test process never
+    // sees a half-written binary.
+    std::fs::rename(&tmp, &bin).map_err(|e| format!("cannot rename {}: {e}", tmp.display()))?;
+    std::fs::write(&stamp, &cmdline)
+        .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    Ok(bin)
+}
+
+/// A directory holding only `mirrorcl.icd` (the library's absolute path),
+/// for `OCL_ICD_VENDORS`; one per test process and library.
+pub fn vendors_dir(lib: &Path) -> Result<PathBuf, String> {
+    static DIRS: OnceLock<Mutex<HashMap<PathBuf, PathBuf>>> = OnceLock::new();
+    let mut map = DIRS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(dir) = map.get(lib) {
+        return Ok(dir.clone());
+    }
+    let dir = target_dir()
+        .join("ctests")
+        .join(format!("vendors-{}", unique_suffix()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let icd = dir.join("mirrorcl.icd");
+    std::fs::write(&icd, format!("{}\n", lib.display()))
+        .map_err(|e| format!("cannot write {}: {e}", icd.display()))?;
+    map.insert(lib.to_path_buf(), dir.clone());
+    Ok(dir)
+}
+
+/// The result of one run of a C program.
+#[derive(Debug)]
+pub struct RunOutput {
+    pub program: String,
+    pub way: Way,
+    pub devices: u32,
+    /// `None` when the run was killed by the harness timeout.
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+    /// Environment the harness set (for the failure report).
+    pub env: Vec<(String, String)>,
+    pub binary: PathBuf,
+}
+
+impl RunOutput {
+    /// Exit status 0 and a `PASS <program>` line.
+    pub fn passed(&self) -> bool {
+        let pass_line = format!("PASS {}", self.program);
+        self.status.is_some_and(|s| s.success())
+            && self.stdout.lines().any(|l| l.trim_end() == pass_line)
+    }
+
+    /// The lines that describe failed checks (for short summaries).
+    pub fn failed_checks(&self) -> Vec<&str> {
+        self.stderr
+            .lines()
+            .chain(self.stdout.lines())
+            .filter(|l| {
+                l.contains("CHECK FAILED") || l.starts_with("FATAL") || l.starts_with("FAIL ")
+            })
+            .collect()
+    }
+
+    /// A human-readable report: how it was run, how it ended, all output.
+    pub fn report(&self) -> String {
+        use std::os::unix::process::ExitStatusExt;
+        let ending = match self.status {
+            None => "KILLED by the harness timeout".to_string(),
+            Some(s) => match (s.code(), s.signal()) {
+                (Some(c), _) => format!("exit status {c}"),
+                (None, Some(sig)) => format!(
+                    "killed by signal {sig}{}",
+                    if s.core_dumped() {
+                        " (core dumped)"
+                    } else {
+                        ""
+                    }
+                ),
+                _ => format!("{s}"),
+            },
+        };
+        let env = self
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        format!(
+            "{} ({}, {} device{}) FAILED: {ending} after {:.1} s\n\
+             command: {env} {}\n\
+             ---- stdout ----\n{}\n---- stderr ----\n{}\n---- end of {} ----",
+            self.program,
+            self.way.name(),
+            self.devices,
+            if self.devices == 1 { "" } else { "s" },
+            self.elapsed.as_secs_f64(),
+            self.binary.display(),
+            self.stdout.trim_end(),
+            self.stderr.trim_end(),
+            self.program
+        )
+    }
+}
+
+/// Per-run timeout (`MIRRORCL_TEST_TIMEOUT` seconds, default 120).
+pub fn run_timeout() -> Duration {
+    let secs = std::env::var("MIRRORCL_TEST_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&s| s > 0)
+        .unwrap_or(120);
+    Duration::from_secs(secs)
+}
+
+/// Variables the harness controls; inherited values are removed first.
+const CONTROLLED_ENV: &[&str] = &[
+    "LD_PRELOAD",
+    "OCL_ICD_VENDORS",
+    "OCL_ICD_FILENAMES",
+    "OPENCL_VENDOR_PATH",
+    "OCL_ICD_DEFAULT_PLATFORM",
+    "OCL_ICD_PLATFORM_SORT",
+    "OPENCL_LAYERS",
+    "POCL_DEVICES",
+    "MIRRORCL_EXPECT",
+    "CTEST_EXPECT_DEVICES",
+];
+
+/// Compiles (if needed) and runs `prog` in `way` with `devices` PoCL CPU devices.
+pub fn run_program(prog: &str, way: Way, devices: u32) -> Result<RunOutput, String> {
+    let lib = if way.is_mirrorcl() {
+        Some(mirrorcl_lib())
+    } else {
+        None
+    };
+    let bin = compile(prog, way)?;
+    let mut env: Vec<(String, String)> = vec![
+        (
+            "POCL_DEVICES".into(),
+            vec!["pthread"; devices as usize].join(" "),
+        ),
+        ("CTEST_EXPECT_DEVICES".into(), devices.to_string()),
+    ];
+    if let Some(lib) = &lib {
+        env.push(("MIRRORCL_EXPECT".into(), "1".into()));
+        if std::env::var_os("MIRRORCL_WAIT_TIMEOUT").is_none() {
+            // MirrorCL's own deadline for blocking waits: below the harness
+            // timeout, so that a hang is reported by MirrorCL itself.
+            let t = run_timeout().as_secs().saturating_sub(30).max(10);
+            env.push(("MIRRORCL_WAIT_TIMEOUT".into(), t.to_string()));
+        }
+        match way {
+            Way::Preload => env.push(("LD_PRELOAD".into(), lib.display().to_string())),
+            Way::Loader => {
+                let dir = vendors_dir(lib)?;
+                env.push(("OCL_ICD_VENDORS".into(), format!("{}/", dir.display())));
+            }
+            Way::Direct | Way::Native => {}
+        }
+    }
+
+    let mut cmd = Command::new(&bin);
+    for var in CONTROLLED_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(c_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+    let mut out_pipe = child.stdout.take().expect("piped stdout");
+    let mut err_pipe = child.stderr.take().expect("piped stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = out_pipe.read_to_end(&mut buf);
+        buf
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = err_pipe.read_to_end(&mut buf);
+        buf
+    });
+    let timeout = run_timeout();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("waiting for {}: {e}", bin.display())),
+        }
+    };
+    let elapsed = start.elapsed();
+    let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
+    let mut stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+    if status.is_none() {
+        stderr.push_str(&format!(
+            "\n[harness] killed after the {} s timeout (MIRRORCL_TEST_TIMEOUT)\n",
+            timeout.as_secs()
+        ));
+    }
+    Ok(RunOutput {
+        program: prog.to_string(),
+        way,
+        devices,
+        status,
+        stdout,
+        stderr,
+        elapsed,
+        env,
+        binary: bin,
+    })
+}
+
+/// The body of every generated test: run, then assert exit status 0 and the
+/// `PASS <program>` line, printing everything on failure.
+pub fn check_program(prog: &str, way: Way, devices: u32) {
+    let out = match run_program(prog, way, devices) {
+        Ok(out) => out,
+        Err(msg) => panic!("{prog} ({}, {devices} devices): {msg}", way.name()),
+    };
+    if !out.passed() {
+        let checks = out.failed_checks();
+        panic!(
+            "{}\n\nsummary ({} failed-check lines):\n  {}",
+            out.report(),
+            checks.len(),
+            checks.join("\n  ")
+        );
+    }
+    println!(
+        "{prog} ({}, {devices} devices): PASS in {:.2} s",
+        way.name(),
+        out.elapsed.as_secs_f64()
+    );
+}
+
+/// The C programs of the suite (`tests/c/<name>.c`).
+pub const PROGRAMS: &[&str] = &[
+    "vecadd_multi",
+    "platform_device",
+    "context",
+    "buffers",
+    "program_kernel",
+    "events",
+    "errors",
+    "pingpong",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_library_is_an_error_with_build_instructions() {
+        let err = locate_lib(Some("/nonexistent/libmirrorcl.so".into())).unwrap_err();
+        assert!(err.contains("cargo build --release -p mirrorcl"), "{err}");
+        assert!(err.contains("/nonexistent/libmirrorcl.so"), "{err}");
+    }
+
+    #[test]
+    fn every_program_has_a_source_file() {
+        for prog in PROGRAMS {
+            let src = c_dir().join(format!("{prog}.c"));
+            assert!(src.is_file(), "missing {}", src.display());
+        }
+        assert!(c_dir().join("check.h").is_file());
+    }
+
+    #[test]
+    fn way_names_are_distinct() {
+        let names: std::collections::HashSet<_> = Way::ALL.iter().map(|w| w.name()).collect();
+        assert_eq!(names.len(), Way::ALL.len());
+        assert!(!Way::Native.is_mirrorcl());
+        assert!(Way::ALL[1..].iter().all(|w| w.is_mirrorcl()));
+    }
+}

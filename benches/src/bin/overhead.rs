@@ -494,6 +494,14 @@ impl Target {
 struct Stat {
     median: f64,
     p90: f64,
+    /// JSON only: the rest of the distribution (round trips are often
+    /// bimodal on a busy host, which the median alone hides).
+    p10: f64,
+    p25: f64,
+    p75: f64,
+    p99: f64,
+    min: f64,
+    mean: f64,
     n: usize,
 }
 
@@ -505,6 +513,12 @@ fn stat(samples: &[f64]) -> Stat {
         return Stat {
             median: f64::NAN,
             p90: f64::NAN,
+            p10: f64::NAN,
+            p25: f64::NAN,
+            p75: f64::NAN,
+            p99: f64::NAN,
+            min: f64::NAN,
+            mean: f64::NAN,
             n,
         };
     }
@@ -513,11 +527,17 @@ fn stat(samples: &[f64]) -> Stat {
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     };
-    // Nearest-rank p90.
-    let rank = ((0.9 * n as f64).ceil() as usize).clamp(1, n);
+    // Nearest-rank percentiles.
+    let pct = |p: f64| v[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
     Stat {
         median,
-        p90: v[rank - 1],
+        p90: pct(0.9),
+        p10: pct(0.1),
+        p25: pct(0.25),
+        p75: pct(0.75),
+        p99: pct(0.99),
+        min: v[0],
+        mean: v.iter().sum::<f64>() / n as f64,
         n,
     }
 }
@@ -735,9 +755,15 @@ fn json_num(x: f64) -> String {
 
 fn json_stat(s: Stat) -> String {
     format!(
-        "{{\"median_us\": {}, \"p90_us\": {}, \"samples\": {}}}",
+        "{{\"median_us\": {}, \"p90_us\": {}, \"min_us\": {}, \"p10_us\": {}, \"p25_us\": {}, \"p75_us\": {}, \"p99_us\": {}, \"mean_us\": {}, \"samples\": {}}}",
         json_num(s.median),
         json_num(s.p90),
+        json_num(s.min),
+        json_num(s.p10),
+        json_num(s.p25),
+        json_num(s.p75),
+        json_num(s.p99),
+        json_num(s.mean),
         s.n
     )
 }
@@ -835,9 +861,42 @@ fn in_order<'a>(
     order
 }
 
+/// What the run is doing, for the watchdog's message.
+static STAGE: std::sync::Mutex<&'static str> = std::sync::Mutex::new("starting");
+const ENUMERATING: &str = "in clGetPlatformIDs (ICD loader start-up)";
+const ENUMERATION_HINT: &str = "\
+hint: the ICD loader queries every ICD's platforms here. An ICD whose dispatch
+table points at its own exported cl* symbols gets the loader's same-named
+symbols instead (ELF interposition: libOpenCL.so.1 is loaded first) and the
+loader then dispatches to itself forever. Link the ICD with -Wl,-Bsymbolic
+(build.rs: cargo:rustc-cdylib-link-arg=-Wl,-Bsymbolic) or fill its dispatch
+table with non-exported functions.";
+/// Enumeration that takes longer than this is reported (and given up on) at
+/// once, rather than after --timeout.
+const ENUMERATION_LIMIT_S: u64 = 60;
+
+fn set_stage(stage: &'static str) {
+    *STAGE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = stage;
+}
+
 fn run(args: &Args) -> Result<(), (u8, String)> {
     let fail = |e: String| (1u8, e);
-    let platforms = get_platforms().map_err(|e| {
+    set_stage(ENUMERATING);
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let limit = std::time::Duration::from_secs(ENUMERATION_LIMIT_S);
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
+            eprintln!(
+                "mirrorcl-overhead: error: clGetPlatformIDs has not returned after {ENUMERATION_LIMIT_S} s; giving up\n{ENUMERATION_HINT}"
+            );
+            std::process::exit(3);
+        }
+    });
+    let platforms = get_platforms();
+    let _ = tx.send(());
+    let platforms = platforms.map_err(|e| {
         (
             2,
             format!("no OpenCL platforms (clGetPlatformIDs: {e}); is an ICD installed?"),
@@ -878,6 +937,7 @@ fn run(args: &Args) -> Result<(), (u8, String)> {
     }
     let mirror_idx = if args.native_only { None } else { mirror_idx };
 
+    set_stage("setting up contexts, queues and kernels");
     let api = Api::load().map_err(fail)?;
     let mut native = Target::new("native", &platforms[native_idx], &api).map_err(fail)?;
     let mut mirror = mirror_idx
@@ -885,6 +945,7 @@ fn run(args: &Args) -> Result<(), (u8, String)> {
         .transpose()
         .map_err(fail)?;
 
+    set_stage("warming up");
     let warm_burst = args.burst_size.min(1000);
     native
         .warm_up(&api, args.warmup, warm_burst)
@@ -892,6 +953,7 @@ fn run(args: &Args) -> Result<(), (u8, String)> {
     if let Some(m) = mirror.as_mut() {
         m.warm_up(&api, args.warmup, warm_burst).map_err(fail)?;
     }
+    set_stage("measuring");
     // Round trips: blocks of `batch` samples, alternating A/B, B/A, ... so
     // that neither platform always runs first and noise hits both alike.
     let blocks = args.iters.div_ceil(args.batch);
@@ -937,9 +999,15 @@ fn main() -> ExitCode {
         let limit = args.timeout_s;
         std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_secs(limit));
+            let stage = *STAGE
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             eprintln!(
-                "mirrorcl-overhead: error: still running after {limit} s (--timeout); giving up"
+                "mirrorcl-overhead: error: still running after {limit} s (--timeout), {stage}; giving up"
             );
+            if stage == ENUMERATING {
+                eprintln!("{ENUMERATION_HINT}");
+            }
             std::process::exit(3);
         });
     }

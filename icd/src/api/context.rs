@@ -16,7 +16,9 @@ use std::sync::Arc;
 type Notify = Option<unsafe extern "C" fn(*const libc::c_char, *const c_void, usize, *mut c_void)>;
 
 /// Validates a context property list; returns it with its terminating 0.
-fn context_properties(properties: *const cl_context_properties) -> ClResult<Vec<cl_context_properties>> {
+fn context_properties(
+    properties: *const cl_context_properties,
+) -> ClResult<Vec<cl_context_properties>> {
     let mut out = Vec::new();
     if properties.is_null() {
         return Ok(out);
@@ -172,7 +174,11 @@ pub unsafe extern "C" fn clSetContextDestructorCallback(
 const QUEUE_PROPERTIES: cl_command_queue_properties =
     CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE | CL_QUEUE_PROFILING_ENABLE;
 
-fn create_queue(context: cl_context, device: cl_device_id, properties: cl_command_queue_properties) -> ClResult<*mut c_void> {
+fn create_queue(
+    context: cl_context,
+    device: cl_device_id,
+    properties: cl_command_queue_properties,
+) -> ClResult<*mut c_void> {
     platform();
     let ctx = Context::from_handle(context)?;
     let dev = Device::from_handle(device)?;

@@ -15,7 +15,11 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 /// The queue and wait list every enqueue starts with.
-fn begin(queue: cl_command_queue, n: cl_uint, list: *const cl_event) -> ClResult<(Arc<Queue>, Vec<Arc<Event>>)> {
+fn begin(
+    queue: cl_command_queue,
+    n: cl_uint,
+    list: *const cl_event,
+) -> ClResult<(Arc<Queue>, Vec<Arc<Event>>)> {
     platform();
     let q = Queue::from_handle(queue)?;
     let waits = wait_list(n, list, Some(&q.context))?;
@@ -97,7 +101,12 @@ pub unsafe extern "C" fn clEnqueueWriteBuffer(
 }
 
 /// Same root buffer and overlapping root ranges.
-fn overlaps(a: &Buffer, a_range: std::ops::Range<usize>, b: &Buffer, b_range: std::ops::Range<usize>) -> bool {
+fn overlaps(
+    a: &Buffer,
+    a_range: std::ops::Range<usize>,
+    b: &Buffer,
+    b_range: std::ops::Range<usize>,
+) -> bool {
     if a.id != b.id {
         return false;
     }
@@ -126,7 +135,12 @@ pub unsafe extern "C" fn clEnqueueCopyBuffer(
         check_range(&dst, dst_offset, size)?;
         // CL_MEM_COPY_OVERLAP if the source and destination regions overlap (also for
         // sub-buffers of one buffer).
-        if overlaps(&src, src_offset..src_offset + size, &dst, dst_offset..dst_offset + size) {
+        if overlaps(
+            &src,
+            src_offset..src_offset + size,
+            &dst,
+            dst_offset..dst_offset + size,
+        ) {
             return Err(CL_MEM_COPY_OVERLAP);
         }
         let ev = rt::copy_buffer(&q, &src, &dst, src_offset, dst_offset, size, waits)?;
@@ -209,7 +223,17 @@ fn rw_rect(
         return Err(CL_INVALID_VALUE);
     }
     check_host_access(&b, !write)?;
-    let ev = rt::rw_rect(&q, &b, write, blocking != CL_FALSE, buf, host, region, ptr, waits)?;
+    let ev = rt::rw_rect(
+        &q,
+        &b,
+        write,
+        blocking != CL_FALSE,
+        buf,
+        host,
+        region,
+        ptr,
+        waits,
+    )?;
     return_event(ev, event);
     Ok(())
 }
@@ -233,8 +257,21 @@ pub unsafe extern "C" fn clEnqueueReadBufferRect(
 ) -> cl_int {
     entry(|| {
         rw_rect(
-            queue, buffer, false, blocking_read, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch,
-            host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, event,
+            queue,
+            buffer,
+            false,
+            blocking_read,
+            buffer_origin,
+            host_origin,
+            region,
+            buffer_row_pitch,
+            buffer_slice_pitch,
+            host_row_pitch,
+            host_slice_pitch,
+            ptr,
+            num_events_in_wait_list,
+            event_wait_list,
+            event,
         )
     })
 }
@@ -258,8 +295,21 @@ pub unsafe extern "C" fn clEnqueueWriteBufferRect(
 ) -> cl_int {
     entry(|| {
         rw_rect(
-            queue, buffer, true, blocking_write, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch,
-            host_row_pitch, host_slice_pitch, ptr as *mut c_void, num_events_in_wait_list, event_wait_list, event,
+            queue,
+            buffer,
+            true,
+            blocking_write,
+            buffer_origin,
+            host_origin,
+            region,
+            buffer_row_pitch,
+            buffer_slice_pitch,
+            host_row_pitch,
+            host_slice_pitch,
+            ptr as *mut c_void,
+            num_events_in_wait_list,
+            event_wait_list,
+            event,
         )
     })
 }
@@ -292,7 +342,9 @@ pub unsafe extern "C" fn clEnqueueCopyBufferRect(
         if src.id == dst.id {
             // CL_INVALID_VALUE if one buffer is both source and destination with different
             // pitches.
-            if Arc::ptr_eq(&src, &dst) && (s.row_pitch != d.row_pitch || s.slice_pitch != d.slice_pitch) {
+            if Arc::ptr_eq(&src, &dst)
+                && (s.row_pitch != d.row_pitch || s.slice_pitch != d.slice_pitch)
+            {
                 return Err(CL_INVALID_VALUE);
             }
             if overlaps(&src, s.span(region), &dst, d.span(region)) {
@@ -355,7 +407,8 @@ pub unsafe extern "C" fn clEnqueueMapBuffer(
         check_range(&b, offset, size)?;
         let known = CL_MAP_READ | CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION;
         if map_flags & !known != 0
-            || (map_flags & CL_MAP_WRITE_INVALIDATE_REGION != 0 && map_flags & (CL_MAP_READ | CL_MAP_WRITE) != 0)
+            || (map_flags & CL_MAP_WRITE_INVALIDATE_REGION != 0
+                && map_flags & (CL_MAP_READ | CL_MAP_WRITE) != 0)
         {
             return Err(CL_INVALID_VALUE);
         }
@@ -365,7 +418,15 @@ pub unsafe extern "C" fn clEnqueueMapBuffer(
         if map_flags & (CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION) != 0 {
             check_host_access(&b, false)?;
         }
-        let (ev, ptr) = rt::map_buffer(&q, &b, blocking_map != CL_FALSE, map_flags, offset, size, waits)?;
+        let (ev, ptr) = rt::map_buffer(
+            &q,
+            &b,
+            blocking_map != CL_FALSE,
+            map_flags,
+            offset,
+            size,
+            waits,
+        )?;
         return_event(ev, event);
         Ok(ptr)
     })
@@ -386,7 +447,10 @@ pub unsafe extern "C" fn clEnqueueUnmapMemObject(
         // CL_INVALID_VALUE if mapped_ptr is not a pointer returned by a map of memobj.
         let mapping = {
             let mut maps = b.maps.lock();
-            let i = maps.iter().position(|m| m.ptr == mapped_ptr as usize).ok_or(CL_INVALID_VALUE)?;
+            let i = maps
+                .iter()
+                .position(|m| m.ptr == mapped_ptr as usize)
+                .ok_or(CL_INVALID_VALUE)?;
             maps.remove(i)
         };
         let ev = rt::unmap(&q, &b, mapping, waits)?;
@@ -424,13 +488,26 @@ pub unsafe extern "C" fn clEnqueueMigrateMemObjects(
 }
 
 /// A fixed-size query of the device's vendor kernel.
-fn work_group_value<T: Copy + Default>(k: &Kernel, q: &Queue, param: cl_kernel_work_group_info) -> ClResult<T> {
-    let vk = k.vendor_kernel(&q.device).ok_or(CL_INVALID_PROGRAM_EXECUTABLE)?;
+fn work_group_value<T: Copy + Default>(
+    k: &Kernel,
+    q: &Queue,
+    param: cl_kernel_work_group_info,
+) -> ClResult<T> {
+    let vk = k
+        .vendor_kernel(&q.device)
+        .ok_or(CL_INVALID_PROGRAM_EXECUTABLE)?;
     let f = vfn!(vk.0, clGetKernelWorkGroupInfo)?;
     let mut v = T::default();
     // SAFETY: out-pointer of size_of::<T>().
     mirrorcl_runtime::check(unsafe {
-        f(vk.0, q.device.vdev.0, param, std::mem::size_of::<T>(), &mut v as *mut T as *mut c_void, std::ptr::null_mut())
+        f(
+            vk.0,
+            q.device.vdev.0,
+            param,
+            std::mem::size_of::<T>(),
+            &mut v as *mut T as *mut c_void,
+            std::ptr::null_mut(),
+        )
     })?;
     Ok(v)
 }
@@ -480,7 +557,8 @@ fn ndrange(
         }
         Some(o)
     };
-    let required: [usize; 3] = work_group_value(&k, &q, CL_KERNEL_COMPILE_WORK_GROUP_SIZE).unwrap_or([0; 3]);
+    let required: [usize; 3] =
+        work_group_value(&k, &q, CL_KERNEL_COMPILE_WORK_GROUP_SIZE).unwrap_or([0; 3]);
     let local = if local_work_size.is_null() {
         if required != [0; 3] {
             return Err(CL_INVALID_WORK_GROUP_SIZE);
@@ -518,7 +596,17 @@ fn ndrange(
         .cloned()
         .collect::<Option<Vec<_>>>()
         .ok_or(CL_INVALID_KERNEL_ARGS)?;
-    let ev = rt::ndrange(&q, &k, command_type, work_dim, offset, global, local, args, waits)?;
+    let ev = rt::ndrange(
+        &q,
+        &k,
+        command_type,
+        work_dim,
+        offset,
+        global,
+        local,
+        args,
+        waits,
+    )?;
     return_event(ev, event);
     Ok(())
 }
@@ -537,8 +625,16 @@ pub unsafe extern "C" fn clEnqueueNDRangeKernel(
 ) -> cl_int {
     entry(|| {
         ndrange(
-            queue, kernel, CL_COMMAND_NDRANGE_KERNEL, work_dim, global_work_offset, global_work_size, local_work_size,
-            num_events_in_wait_list, event_wait_list, event,
+            queue,
+            kernel,
+            CL_COMMAND_NDRANGE_KERNEL,
+            work_dim,
+            global_work_offset,
+            global_work_size,
+            local_work_size,
+            num_events_in_wait_list,
+            event_wait_list,
+            event,
         )
     })
 }
@@ -554,8 +650,16 @@ pub unsafe extern "C" fn clEnqueueTask(
     let one = [1usize];
     entry(|| {
         ndrange(
-            queue, kernel, CL_COMMAND_TASK, 1, std::ptr::null(), one.as_ptr(), one.as_ptr(), num_events_in_wait_list,
-            event_wait_list, event,
+            queue,
+            kernel,
+            CL_COMMAND_TASK,
+            1,
+            std::ptr::null(),
+            one.as_ptr(),
+            one.as_ptr(),
+            num_events_in_wait_list,
+            event_wait_list,
+            event,
         )
     })
 }
@@ -611,7 +715,11 @@ pub unsafe extern "C" fn clEnqueueBarrier(queue: cl_command_queue) -> cl_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clEnqueueWaitForEvents(queue: cl_command_queue, num_events: cl_uint, event_list: *const cl_event) -> cl_int {
+pub unsafe extern "C" fn clEnqueueWaitForEvents(
+    queue: cl_command_queue,
+    num_events: cl_uint,
+    event_list: *const cl_event,
+) -> cl_int {
     entry(|| {
         platform();
         let q = Queue::from_handle(queue)?;

@@ -10,7 +10,10 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 #[no_mangle]
-pub unsafe extern "C" fn clWaitForEvents(num_events: cl_uint, event_list: *const cl_event) -> cl_int {
+pub unsafe extern "C" fn clWaitForEvents(
+    num_events: cl_uint,
+    event_list: *const cl_event,
+) -> cl_int {
     entry(|| {
         platform();
         if num_events == 0 || event_list.is_null() {
@@ -21,7 +24,10 @@ pub unsafe extern "C" fn clWaitForEvents(num_events: cl_uint, event_list: *const
             .map(|&e| Event::from_handle(e))
             .collect::<Result<Vec<_>, _>>()?;
         // CL_INVALID_CONTEXT if events in event_list do not belong to the same context.
-        if events.iter().any(|e| !Arc::ptr_eq(&e.context, &events[0].context)) {
+        if events
+            .iter()
+            .any(|e| !Arc::ptr_eq(&e.context, &events[0].context))
+        {
             return Err(CL_INVALID_CONTEXT);
         }
         event::wait_all(&events)
@@ -40,7 +46,9 @@ pub unsafe extern "C" fn clGetEventInfo(
         platform();
         let e = Event::from_handle(ev)?;
         let info = match param_name {
-            CL_EVENT_COMMAND_QUEUE => Info::value::<cl_command_queue>(e.queue_handle as cl_command_queue),
+            CL_EVENT_COMMAND_QUEUE => {
+                Info::value::<cl_command_queue>(e.queue_handle as cl_command_queue)
+            }
             CL_EVENT_CONTEXT => Info::value(e.context.handle()),
             CL_EVENT_COMMAND_TYPE => Info::value::<cl_command_type>(e.command_type),
             CL_EVENT_COMMAND_EXECUTION_STATUS => Info::value::<cl_int>(e.status()),
@@ -52,7 +60,10 @@ pub unsafe extern "C" fn clGetEventInfo(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clCreateUserEvent(context: cl_context, errcode_ret: *mut cl_int) -> cl_event {
+pub unsafe extern "C" fn clCreateUserEvent(
+    context: cl_context,
+    errcode_ret: *mut cl_int,
+) -> cl_event {
     entry_obj(errcode_ret, || {
         platform();
         let ctx = Context::from_handle(context)?;
@@ -95,7 +106,10 @@ pub unsafe extern "C" fn clSetEventCallback(
         platform();
         let e = Event::from_handle(ev)?;
         let f = pfn_notify.ok_or(CL_INVALID_VALUE)?;
-        if !matches!(command_exec_callback_type, CL_SUBMITTED | CL_RUNNING | CL_COMPLETE) {
+        if !matches!(
+            command_exec_callback_type,
+            CL_SUBMITTED | CL_RUNNING | CL_COMPLETE
+        ) {
             return Err(CL_INVALID_VALUE);
         }
         e.add_user_callback(command_exec_callback_type, f, user_data);

@@ -12,25 +12,31 @@ use std::sync::Arc;
 
 const ACCESS: cl_mem_flags = CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY;
 const HOST_PTR: cl_mem_flags = CL_MEM_USE_HOST_PTR | CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR;
-const HOST_ACCESS: cl_mem_flags = CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS;
+const HOST_ACCESS: cl_mem_flags =
+    CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS;
 
 /// CL_INVALID_VALUE if flags has unknown bits or mutually exclusive ones.
 fn check_flags(flags: cl_mem_flags) -> ClResult<()> {
     if flags & !(ACCESS | HOST_PTR | HOST_ACCESS) != 0
         || (flags & ACCESS).count_ones() > 1
         || (flags & HOST_ACCESS).count_ones() > 1
-        || (flags & CL_MEM_USE_HOST_PTR != 0 && flags & (CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR) != 0)
+        || (flags & CL_MEM_USE_HOST_PTR != 0
+            && flags & (CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR) != 0)
     {
         return Err(CL_INVALID_VALUE);
     }
     Ok(())
 }
 
-fn create_buffer(context: cl_context, flags: cl_mem_flags, size: usize, host_ptr: *mut c_void) -> ClResult<*mut c_void> {
+fn create_buffer(
+    context: cl_context,
+    flags: cl_mem_flags,
+    size: usize,
+    host_ptr: *mut c_void,
+) -> ClResult<*mut c_void> {
     platform();
     let ctx = Context::from_handle(context)?;
     check_flags(flags)?;
-    let flags = if flags & ACCESS == 0 { flags | CL_MEM_READ_WRITE } else { flags };
     // CL_INVALID_BUFFER_SIZE if size is 0 or greater than CL_DEVICE_MAX_MEM_ALLOC_SIZE
     // of every device in context.
     let max = ctx
@@ -47,7 +53,9 @@ fn create_buffer(context: cl_context, flags: cl_mem_flags, size: usize, host_ptr
     if wants_ptr == host_ptr.is_null() {
         return Err(CL_INVALID_HOST_PTR);
     }
-    Ok(Buffer::into_handle(Buffer::new(ctx, flags, size, host_ptr)?))
+    Ok(Buffer::into_handle(Buffer::new(
+        ctx, flags, size, host_ptr,
+    )?))
 }
 
 #[no_mangle]
@@ -58,7 +66,9 @@ pub unsafe extern "C" fn clCreateBuffer(
     host_ptr: *mut c_void,
     errcode_ret: *mut cl_int,
 ) -> cl_mem {
-    entry_obj(errcode_ret, || create_buffer(context, flags, size, host_ptr))
+    entry_obj(errcode_ret, || {
+        create_buffer(context, flags, size, host_ptr)
+    })
 }
 
 #[no_mangle]
@@ -102,11 +112,13 @@ pub unsafe extern "C" fn clCreateSubBuffer(
             return Err(CL_INVALID_VALUE);
         }
         let p = parent.flags;
-        let widened = (p & CL_MEM_WRITE_ONLY != 0 && flags & (CL_MEM_READ_WRITE | CL_MEM_READ_ONLY) != 0)
+        let widened = (p & CL_MEM_WRITE_ONLY != 0
+            && flags & (CL_MEM_READ_WRITE | CL_MEM_READ_ONLY) != 0)
             || (p & CL_MEM_READ_ONLY != 0 && flags & (CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY) != 0)
             || (p & CL_MEM_HOST_WRITE_ONLY != 0 && flags & CL_MEM_HOST_READ_ONLY != 0)
             || (p & CL_MEM_HOST_READ_ONLY != 0 && flags & CL_MEM_HOST_WRITE_ONLY != 0)
-            || (p & CL_MEM_HOST_NO_ACCESS != 0 && flags & (CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_WRITE_ONLY) != 0);
+            || (p & CL_MEM_HOST_NO_ACCESS != 0
+                && flags & (CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_WRITE_ONLY) != 0);
         if widened {
             return Err(CL_INVALID_VALUE);
         }
@@ -126,15 +138,29 @@ pub unsafe extern "C" fn clCreateSubBuffer(
         if region.size == 0 {
             return Err(CL_INVALID_BUFFER_SIZE);
         }
-        if region.origin.checked_add(region.size).is_none_or(|end| end > parent.size) {
+        if region
+            .origin
+            .checked_add(region.size)
+            .is_none_or(|end| end > parent.size)
+        {
             return Err(CL_INVALID_VALUE);
         }
         // Every device gets its own instance of the sub-buffer, so the origin must suit
         // every device's base address alignment.
-        if parent.context.devices.iter().any(|d| region.origin as u64 % d.base_align() != 0) {
+        if parent
+            .context
+            .devices
+            .iter()
+            .any(|d| region.origin as u64 % d.base_align() != 0)
+        {
             return Err(CL_MISALIGNED_SUB_BUFFER_OFFSET);
         }
-        Ok(Buffer::into_handle(Buffer::new_sub(&parent, sub_flags, region.origin, region.size)))
+        Ok(Buffer::into_handle(Buffer::new_sub(
+            &parent,
+            sub_flags,
+            region.origin,
+            region.size,
+        )))
     })
 }
 
@@ -173,9 +199,11 @@ pub unsafe extern "C" fn clGetMemObjectInfo(
             CL_MEM_MAP_COUNT => Info::value::<cl_uint>(mirrorcl_runtime::memory::map_count(&b)),
             CL_MEM_REFERENCE_COUNT => Info::value::<cl_uint>(b.retain_count()),
             CL_MEM_CONTEXT => Info::value(b.context.handle()),
-            CL_MEM_ASSOCIATED_MEMOBJECT => {
-                Info::value::<cl_mem>(b.parent.as_ref().map_or(std::ptr::null_mut(), |p| p.handle()))
-            }
+            CL_MEM_ASSOCIATED_MEMOBJECT => Info::value::<cl_mem>(
+                b.parent
+                    .as_ref()
+                    .map_or(std::ptr::null_mut(), |p| p.handle()),
+            ),
             CL_MEM_OFFSET => Info::value::<usize>(b.origin),
             _ => return Err(CL_INVALID_VALUE),
         };

@@ -10,10 +10,16 @@ use mirrorcl_runtime::ClResult;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-fn platform_ids(num_entries: cl_uint, platforms: *mut cl_platform_id, num_platforms: *mut cl_uint) -> ClResult<()> {
+fn platform_ids(
+    num_entries: cl_uint,
+    platforms: *mut cl_platform_id,
+    num_platforms: *mut cl_uint,
+) -> ClResult<()> {
     // CL_INVALID_VALUE if num_entries is 0 and platforms is not NULL, or if both
     // platforms and num_platforms are NULL.
-    if (num_entries == 0 && !platforms.is_null()) || (platforms.is_null() && num_platforms.is_null()) {
+    if (num_entries == 0 && !platforms.is_null())
+        || (platforms.is_null() && num_platforms.is_null())
+    {
         return Err(CL_INVALID_VALUE);
     }
     let p = platform();
@@ -29,13 +35,21 @@ fn platform_ids(num_entries: cl_uint, platforms: *mut cl_platform_id, num_platfo
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clGetPlatformIDs(num_entries: cl_uint, platforms: *mut cl_platform_id, num_platforms: *mut cl_uint) -> cl_int {
+pub unsafe extern "C" fn clGetPlatformIDs(
+    num_entries: cl_uint,
+    platforms: *mut cl_platform_id,
+    num_platforms: *mut cl_uint,
+) -> cl_int {
     entry(|| platform_ids(num_entries, platforms, num_platforms))
 }
 
 /// The ICD loader's way in (cl_khr_icd).
 #[no_mangle]
-pub unsafe extern "C" fn clIcdGetPlatformIDsKHR(num_entries: cl_uint, platforms: *mut cl_platform_id, num_platforms: *mut cl_uint) -> cl_int {
+pub unsafe extern "C" fn clIcdGetPlatformIDsKHR(
+    num_entries: cl_uint,
+    platforms: *mut cl_platform_id,
+    num_platforms: *mut cl_uint,
+) -> cl_int {
     entry(|| platform_ids(num_entries, platforms, num_platforms))
 }
 
@@ -63,8 +77,11 @@ pub unsafe extern "C" fn clGetPlatformInfo(
     })
 }
 
-const KNOWN_TYPES: cl_device_type =
-    CL_DEVICE_TYPE_DEFAULT | CL_DEVICE_TYPE_CPU | CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR | CL_DEVICE_TYPE_CUSTOM;
+const KNOWN_TYPES: cl_device_type = CL_DEVICE_TYPE_DEFAULT
+    | CL_DEVICE_TYPE_CPU
+    | CL_DEVICE_TYPE_GPU
+    | CL_DEVICE_TYPE_ACCELERATOR
+    | CL_DEVICE_TYPE_CUSTOM;
 
 /// The platform's devices of `device_type`, or the specification's error.
 pub(crate) fn devices_of_type(device_type: cl_device_type) -> ClResult<Vec<Arc<Device>>> {
@@ -78,7 +95,10 @@ pub(crate) fn devices_of_type(device_type: cl_device_type) -> ClResult<Vec<Arc<D
         .filter(|d| device_type == CL_DEVICE_TYPE_ALL || d.device_type() & device_type != 0)
         .cloned()
         .collect();
-    if device_type & CL_DEVICE_TYPE_DEFAULT != 0 && device_type != CL_DEVICE_TYPE_ALL && found.is_empty() {
+    if device_type & CL_DEVICE_TYPE_DEFAULT != 0
+        && device_type != CL_DEVICE_TYPE_ALL
+        && found.is_empty()
+    {
         found.extend(p.devices.first().cloned());
     }
     if found.is_empty() {
@@ -99,7 +119,8 @@ pub unsafe extern "C" fn clGetDeviceIDs(
         platform();
         Platform::check(platform_id)?;
         let found = devices_of_type(device_type)?;
-        if (num_entries == 0 && !devices.is_null()) || (devices.is_null() && num_devices.is_null()) {
+        if (num_entries == 0 && !devices.is_null()) || (devices.is_null() && num_devices.is_null())
+        {
             return Err(CL_INVALID_VALUE);
         }
         if !devices.is_null() {
@@ -129,10 +150,14 @@ pub unsafe extern "C" fn clGetDeviceInfo(
         let d = Device::from_handle(device)?;
         let info = match param_name {
             CL_DEVICE_PLATFORM => Info::value(p.handle()),
-            CL_DEVICE_REFERENCE_COUNT => Info::value::<cl_uint>(if d.is_root() { 1 } else { d.header().count() }),
+            CL_DEVICE_REFERENCE_COUNT => {
+                Info::value::<cl_uint>(if d.is_root() { 1 } else { d.header().count() })
+            }
             _ => match d.info(param_name) {
                 Some(bytes) => Info(bytes.to_vec()),
-                None if d.owner == p.rank && !mirrorcl_runtime::device::DEVICE_INFO_1_2.contains(&param_name) => {
+                None if d.owner == p.rank
+                    && !mirrorcl_runtime::device::DEVICE_INFO_1_2.contains(&param_name) =>
+                {
                     // Newer queries are answered by the vendor itself.
                     let f = mirrorcl_runtime::vfn!(d.vdev.0, clGetDeviceInfo)?;
                     let bytes = mirrorcl_runtime::vendor::query_bytes(|size, value, ret| {
@@ -176,7 +201,9 @@ pub unsafe extern "C" fn clCreateSubDevices(
         let f = mirrorcl_runtime::vfn!(parent.vdev.0, clCreateSubDevices)?;
         let mut n: cl_uint = 0;
         // SAFETY: counting call.
-        mirrorcl_runtime::check(unsafe { f(parent.vdev.0, properties, 0, std::ptr::null_mut(), &mut n) })?;
+        mirrorcl_runtime::check(unsafe {
+            f(parent.vdev.0, properties, 0, std::ptr::null_mut(), &mut n)
+        })?;
         if !out_devices.is_null() && num_devices < n {
             return Err(CL_INVALID_VALUE);
         }
@@ -189,7 +216,15 @@ pub unsafe extern "C" fn clCreateSubDevices(
         }
         let mut vsubs = vec![std::ptr::null_mut(); n as usize];
         // SAFETY: n writable entries.
-        mirrorcl_runtime::check(unsafe { f(parent.vdev.0, properties, n, vsubs.as_mut_ptr(), std::ptr::null_mut()) })?;
+        mirrorcl_runtime::check(unsafe {
+            f(
+                parent.vdev.0,
+                properties,
+                n,
+                vsubs.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        })?;
         for (k, v) in vsubs.into_iter().enumerate() {
             let dev = Device::capture(
                 p.new_device_index(),
@@ -231,7 +266,9 @@ pub unsafe extern "C" fn clReleaseDevice(device: cl_device_id) -> cl_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clGetExtensionFunctionAddress(func_name: *const libc::c_char) -> *mut c_void {
+pub unsafe extern "C" fn clGetExtensionFunctionAddress(
+    func_name: *const libc::c_char,
+) -> *mut c_void {
     match c_str(func_name) {
         Some(name) => crate::lookup(name.to_bytes()),
         None => std::ptr::null_mut(),
@@ -239,7 +276,10 @@ pub unsafe extern "C" fn clGetExtensionFunctionAddress(func_name: *const libc::c
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clGetExtensionFunctionAddressForPlatform(platform_id: cl_platform_id, func_name: *const libc::c_char) -> *mut c_void {
+pub unsafe extern "C" fn clGetExtensionFunctionAddressForPlatform(
+    platform_id: cl_platform_id,
+    func_name: *const libc::c_char,
+) -> *mut c_void {
     platform();
     if Platform::check(platform_id).is_err() {
         return std::ptr::null_mut();
@@ -262,7 +302,11 @@ pub unsafe extern "C" fn clUnloadPlatformCompiler(platform_id: cl_platform_id) -
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clGetDeviceAndHostTimer(device: cl_device_id, device_timestamp: *mut cl_ulong, host_timestamp: *mut cl_ulong) -> cl_int {
+pub unsafe extern "C" fn clGetDeviceAndHostTimer(
+    device: cl_device_id,
+    device_timestamp: *mut cl_ulong,
+    host_timestamp: *mut cl_ulong,
+) -> cl_int {
     entry(|| {
         platform();
         Device::from_handle(device)?;
@@ -273,7 +317,10 @@ pub unsafe extern "C" fn clGetDeviceAndHostTimer(device: cl_device_id, device_ti
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clGetHostTimer(device: cl_device_id, host_timestamp: *mut cl_ulong) -> cl_int {
+pub unsafe extern "C" fn clGetHostTimer(
+    device: cl_device_id,
+    host_timestamp: *mut cl_ulong,
+) -> cl_int {
     entry(|| {
         platform();
         Device::from_handle(device)?;
@@ -284,5 +331,8 @@ pub unsafe extern "C" fn clGetHostTimer(device: cl_device_id, host_timestamp: *m
 
 /// Devices given as a list argument: each must be valid.
 pub(crate) fn device_list(n: cl_uint, list: *const cl_device_id) -> ClResult<Vec<Arc<Device>>> {
-    array(list, n as usize).iter().map(|&d| Device::from_handle(d)).collect()
+    array(list, n as usize)
+        .iter()
+        .map(|&d| Device::from_handle(d))
+        .collect()
 }

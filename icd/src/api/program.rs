@@ -40,12 +40,17 @@ pub unsafe extern "C" fn clCreateProgramWithSource(
                 return Err(CL_INVALID_VALUE);
             }
             // SAFETY: `lengths` has `count` entries when not NULL.
-            let len = if lengths.is_null() { 0 } else { unsafe { *lengths.add(i) } };
+            let len = if lengths.is_null() {
+                0
+            } else {
+                unsafe { *lengths.add(i) }
+            };
             if len == 0 {
                 source.extend_from_slice(c_str(s).expect("checked non-NULL").to_bytes());
             } else {
                 // SAFETY: the application gives `len` readable bytes.
-                source.extend_from_slice(unsafe { std::slice::from_raw_parts(s as *const u8, len) });
+                source
+                    .extend_from_slice(unsafe { std::slice::from_raw_parts(s as *const u8, len) });
             }
         }
         let text = String::from_utf8_lossy(&source).into_owned();
@@ -136,19 +141,28 @@ pub unsafe extern "C" fn clReleaseProgram(program: cl_program) -> cl_int {
 }
 
 /// The device list of a build-like call, checked against the program's devices.
-fn program_devices(program: &Program, n: cl_uint, list: *const cl_device_id) -> ClResult<Vec<Arc<Device>>> {
+fn program_devices(
+    program: &Program,
+    n: cl_uint,
+    list: *const cl_device_id,
+) -> ClResult<Vec<Arc<Device>>> {
     if (list.is_null() && n > 0) || (!list.is_null() && n == 0) {
         return Err(CL_INVALID_VALUE);
     }
     let devices = device_list(n, list)?;
-    if devices.iter().any(|d| !program.devices.iter().any(|p| p.index == d.index)) {
+    if devices
+        .iter()
+        .any(|d| !program.devices.iter().any(|p| p.index == d.index))
+    {
         return Err(CL_INVALID_DEVICE);
     }
     Ok(devices)
 }
 
 fn options_text(options: *const libc::c_char) -> String {
-    c_str(options).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+    c_str(options)
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 #[no_mangle]
@@ -200,7 +214,8 @@ pub unsafe extern "C" fn clCompileProgram(
             return Err(CL_INVALID_VALUE);
         }
         if (num_input_headers == 0 && (!input_headers.is_null() || !header_include_names.is_null()))
-            || (num_input_headers > 0 && (input_headers.is_null() || header_include_names.is_null()))
+            || (num_input_headers > 0
+                && (input_headers.is_null() || header_include_names.is_null()))
         {
             return Err(CL_INVALID_VALUE);
         }
@@ -243,7 +258,9 @@ pub unsafe extern "C" fn clLinkProgram(
     entry_obj(errcode_ret, || {
         platform();
         let ctx = Context::from_handle(context)?;
-        if (device_list_ptr.is_null() && num_devices > 0) || (!device_list_ptr.is_null() && num_devices == 0) {
+        if (device_list_ptr.is_null() && num_devices > 0)
+            || (!device_list_ptr.is_null() && num_devices == 0)
+        {
             return Err(CL_INVALID_VALUE);
         }
         let devices = device_list(num_devices, device_list_ptr)?;
@@ -381,7 +398,9 @@ pub unsafe extern "C" fn clGetProgramBuildInfo(
         }
         let info = match param_name {
             CL_PROGRAM_BUILD_OPTIONS => Info::text(&p.build.lock().options),
-            CL_PROGRAM_BUILD_STATUS | CL_PROGRAM_BUILD_LOG | CL_PROGRAM_BINARY_TYPE => Info(p.build_info(&d, param_name)?),
+            CL_PROGRAM_BUILD_STATUS => Info::value::<cl_build_status>(p.build_status(&d)),
+            CL_PROGRAM_BUILD_LOG => Info::text(&p.build_log(&d)),
+            CL_PROGRAM_BINARY_TYPE => Info::value::<cl_program_binary_type>(p.binary_type(&d)),
             _ => return Err(CL_INVALID_VALUE),
         };
         info.write(param_value_size, param_value, param_value_size_ret)
@@ -389,7 +408,11 @@ pub unsafe extern "C" fn clGetProgramBuildInfo(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clCreateKernel(program: cl_program, kernel_name: *const libc::c_char, errcode_ret: *mut cl_int) -> cl_kernel {
+pub unsafe extern "C" fn clCreateKernel(
+    program: cl_program,
+    kernel_name: *const libc::c_char,
+    errcode_ret: *mut cl_int,
+) -> cl_kernel {
     entry_obj(errcode_ret, || {
         platform();
         let p = Program::from_handle(program)?;
@@ -397,7 +420,10 @@ pub unsafe extern "C" fn clCreateKernel(program: cl_program, kernel_name: *const
         if !p.devices.iter().any(|d| p.is_built_for(d)) {
             return Err(CL_INVALID_PROGRAM_EXECUTABLE);
         }
-        Ok(Kernel::into_handle(Kernel::new(p, &name.to_string_lossy())?))
+        Ok(Kernel::into_handle(Kernel::new(
+            p,
+            &name.to_string_lossy(),
+        )?))
     })
 }
 
@@ -475,15 +501,28 @@ fn mem_arg(k: &Kernel, arg_size: usize, arg_value: *const c_void) -> ClResult<Ar
 }
 
 /// Lets the vendor check a by-value or local argument on a kernel never enqueued.
-fn probe_arg(k: &Kernel, index: cl_uint, arg_size: usize, arg_value: *const c_void) -> ClResult<()> {
-    let probe = k.any_probe();
-    let f = vfn!(probe.0, clSetKernelArg)?;
-    // SAFETY: forwarded as the application gave it; the probe kernel is never enqueued.
-    mirrorcl_runtime::check(unsafe { f(probe.0, index, arg_size, arg_value) })
+/// The probes keep the argument too, so work-group queries (local memory size) see it.
+fn probe_arg(
+    k: &Kernel,
+    index: cl_uint,
+    arg_size: usize,
+    arg_value: *const c_void,
+) -> ClResult<()> {
+    for probe in k.probes() {
+        let f = vfn!(probe.0, clSetKernelArg)?;
+        // SAFETY: forwarded as the application gave it; probe kernels are never enqueued.
+        mirrorcl_runtime::check(unsafe { f(probe.0, index, arg_size, arg_value) })?;
+    }
+    Ok(())
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clSetKernelArg(kernel: cl_kernel, arg_index: cl_uint, arg_size: usize, arg_value: *const c_void) -> cl_int {
+pub unsafe extern "C" fn clSetKernelArg(
+    kernel: cl_kernel,
+    arg_index: cl_uint,
+    arg_size: usize,
+    arg_value: *const c_void,
+) -> cl_int {
     entry(|| {
         platform();
         let k = Kernel::from_handle(kernel)?;
@@ -491,7 +530,9 @@ pub unsafe extern "C" fn clSetKernelArg(kernel: cl_kernel, arg_index: cl_uint, a
             return Err(CL_INVALID_ARG_INDEX);
         }
         let value = match k.arg_info.as_ref().map(|i| i[arg_index as usize].address) {
-            Some(CL_KERNEL_ARG_ADDRESS_GLOBAL) | Some(CL_KERNEL_ARG_ADDRESS_CONSTANT) => mem_arg(&k, arg_size, arg_value)?,
+            Some(CL_KERNEL_ARG_ADDRESS_GLOBAL) | Some(CL_KERNEL_ARG_ADDRESS_CONSTANT) => {
+                mem_arg(&k, arg_size, arg_value)?
+            }
             Some(CL_KERNEL_ARG_ADDRESS_LOCAL) => {
                 if !arg_value.is_null() {
                     return Err(CL_INVALID_ARG_VALUE);
@@ -499,6 +540,7 @@ pub unsafe extern "C" fn clSetKernelArg(kernel: cl_kernel, arg_index: cl_uint, a
                 if arg_size == 0 {
                     return Err(CL_INVALID_ARG_SIZE);
                 }
+                probe_arg(&k, arg_index, arg_size, arg_value)?;
                 ArgValue::Local(arg_size)
             }
             Some(_) => {
@@ -507,7 +549,10 @@ pub unsafe extern "C" fn clSetKernelArg(kernel: cl_kernel, arg_index: cl_uint, a
                 }
                 probe_arg(&k, arg_index, arg_size, arg_value)?;
                 // SAFETY: `arg_size` readable bytes, accepted by the vendor.
-                ArgValue::Bytes(unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }.to_vec())
+                ArgValue::Bytes(
+                    unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }
+                        .to_vec(),
+                )
             }
             None => {
                 // Without argument information: a registered cl_mem is a buffer, NULL a
@@ -524,7 +569,10 @@ pub unsafe extern "C" fn clSetKernelArg(kernel: cl_kernel, arg_index: cl_uint, a
                     _ => {
                         probe_arg(&k, arg_index, arg_size, arg_value)?;
                         // SAFETY: as above.
-                        ArgValue::Bytes(unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }.to_vec())
+                        ArgValue::Bytes(
+                            unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }
+                                .to_vec(),
+                        )
                     }
                 }
             }
@@ -555,7 +603,9 @@ pub unsafe extern "C" fn clGetKernelInfo(
                 let probe = k.any_probe();
                 let f = vfn!(probe.0, clGetKernelInfo)?;
                 // SAFETY: standard two-call query.
-                Info(kernel_query(probe, |kk, size, value, ret| unsafe { f(kk.0, param_name, size, value, ret) })?)
+                Info(kernel_query(probe, |kk, size, value, ret| unsafe {
+                    f(kk.0, param_name, size, value, ret)
+                })?)
             }
             _ => return Err(CL_INVALID_VALUE),
         };
@@ -581,7 +631,9 @@ pub unsafe extern "C" fn clGetKernelArgInfo(
         let probe = k.any_probe();
         let f = vfn!(probe.0, clGetKernelArgInfo)?;
         // SAFETY: standard two-call query.
-        let bytes = kernel_query(probe, |kk, size, value, ret| unsafe { f(kk.0, arg_index, param_name, size, value, ret) })?;
+        let bytes = kernel_query(probe, |kk, size, value, ret| unsafe {
+            f(kk.0, arg_index, param_name, size, value, ret)
+        })?;
         Info(bytes).write(param_value_size, param_value, param_value_size_ret)
     })
 }
@@ -620,7 +672,9 @@ pub unsafe extern "C" fn clGetKernelWorkGroupInfo(
         let vk = k.probe(d.vendor).ok_or(CL_INVALID_DEVICE)?;
         let f = vfn!(vk.0, clGetKernelWorkGroupInfo)?;
         // SAFETY: standard two-call query.
-        let bytes = kernel_query(vk, |kk, size, value, ret| unsafe { f(kk.0, d.vdev.0, param_name, size, value, ret) })?;
+        let bytes = kernel_query(vk, |kk, size, value, ret| unsafe {
+            f(kk.0, d.vdev.0, param_name, size, value, ret)
+        })?;
         Info(bytes).write(param_value_size, param_value, param_value_size_ret)
     })
 }

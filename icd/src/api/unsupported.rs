@@ -109,17 +109,34 @@ fn not_an_image(memobj: cl_mem) -> ClResult<()> {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clGetImageInfo(image: cl_mem, _p: cl_image_info, _s: usize, _v: *mut c_void, _r: *mut usize) -> cl_int {
+pub unsafe extern "C" fn clGetImageInfo(
+    image: cl_mem,
+    _p: cl_image_info,
+    _s: usize,
+    _v: *mut c_void,
+    _r: *mut usize,
+) -> cl_int {
     entry(|| not_an_image(image))
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clGetPipeInfo(pipe: cl_mem, _p: cl_pipe_info, _s: usize, _v: *mut c_void, _r: *mut usize) -> cl_int {
+pub unsafe extern "C" fn clGetPipeInfo(
+    pipe: cl_mem,
+    _p: cl_pipe_info,
+    _s: usize,
+    _v: *mut c_void,
+    _r: *mut usize,
+) -> cl_int {
     entry(|| not_an_image(pipe))
 }
 
 /// An image command: the queue and wait list are checked first, then the image.
-fn image_command(queue: cl_command_queue, image: cl_mem, n: cl_uint, list: *const cl_event) -> ClResult<()> {
+fn image_command(
+    queue: cl_command_queue,
+    image: cl_mem,
+    n: cl_uint,
+    list: *const cl_event,
+) -> ClResult<()> {
     platform();
     let q = Queue::from_handle(queue)?;
     wait_list(n, list, Some(&q.context))?;
@@ -234,7 +251,9 @@ pub unsafe extern "C" fn clEnqueueMapImage(
     _event: *mut cl_event,
     errcode_ret: *mut cl_int,
 ) -> *mut c_void {
-    entry_obj(errcode_ret, || image_command(queue, image, n, list).map(|_| std::ptr::null_mut()))
+    entry_obj(errcode_ret, || {
+        image_command(queue, image, n, list).map(|_| std::ptr::null_mut())
+    })
 }
 
 #[no_mangle]
@@ -269,7 +288,13 @@ pub unsafe extern "C" fn clReleaseSampler(_sampler: cl_sampler) -> cl_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clGetSamplerInfo(_s: cl_sampler, _p: cl_sampler_info, _z: usize, _v: *mut c_void, _r: *mut usize) -> cl_int {
+pub unsafe extern "C" fn clGetSamplerInfo(
+    _s: cl_sampler,
+    _p: cl_sampler_info,
+    _z: usize,
+    _v: *mut c_void,
+    _r: *mut usize,
+) -> cl_int {
     CL_INVALID_SAMPLER
 }
 
@@ -295,7 +320,12 @@ pub unsafe extern "C" fn clEnqueueNativeKernel(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clCreateProgramWithIL(context: cl_context, _il: *const c_void, _length: usize, errcode_ret: *mut cl_int) -> cl_program {
+pub unsafe extern "C" fn clCreateProgramWithIL(
+    context: cl_context,
+    _il: *const c_void,
+    _length: usize,
+    errcode_ret: *mut cl_int,
+) -> cl_program {
     // CL_INVALID_OPERATION if no devices in context support intermediate language programs.
     entry_obj(errcode_ret, || no_images(context))
 }
@@ -330,7 +360,12 @@ pub unsafe extern "C" fn clCreatePipe(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clSVMAlloc(_context: cl_context, _flags: cl_svm_mem_flags, _size: usize, _alignment: cl_uint) -> *mut c_void {
+pub unsafe extern "C" fn clSVMAlloc(
+    _context: cl_context,
+    _flags: cl_svm_mem_flags,
+    _size: usize,
+    _alignment: cl_uint,
+) -> *mut c_void {
     // No device supports shared virtual memory.
     std::ptr::null_mut()
 }
@@ -403,7 +438,13 @@ pub unsafe extern "C" fn clEnqueueSVMMap(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clEnqueueSVMUnmap(queue: cl_command_queue, _p: *mut c_void, _n: cl_uint, _l: *const cl_event, _e: *mut cl_event) -> cl_int {
+pub unsafe extern "C" fn clEnqueueSVMUnmap(
+    queue: cl_command_queue,
+    _p: *mut c_void,
+    _n: cl_uint,
+    _l: *const cl_event,
+    _e: *mut cl_event,
+) -> cl_int {
     svm_command(queue)
 }
 
@@ -430,17 +471,29 @@ fn kernel_feature(kernel: cl_kernel) -> cl_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clSetKernelArgSVMPointer(kernel: cl_kernel, _i: cl_uint, _v: *const c_void) -> cl_int {
+pub unsafe extern "C" fn clSetKernelArgSVMPointer(
+    kernel: cl_kernel,
+    _i: cl_uint,
+    _v: *const c_void,
+) -> cl_int {
     kernel_feature(kernel)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clSetKernelExecInfo(kernel: cl_kernel, _p: cl_kernel_exec_info, _s: usize, _v: *const c_void) -> cl_int {
+pub unsafe extern "C" fn clSetKernelExecInfo(
+    kernel: cl_kernel,
+    _p: cl_kernel_exec_info,
+    _s: usize,
+    _v: *const c_void,
+) -> cl_int {
     kernel_feature(kernel)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clCloneKernel(source_kernel: cl_kernel, errcode_ret: *mut cl_int) -> cl_kernel {
+pub unsafe extern "C" fn clCloneKernel(
+    source_kernel: cl_kernel,
+    errcode_ret: *mut cl_int,
+) -> cl_kernel {
     entry_obj(errcode_ret, || {
         platform();
         Kernel::from_handle(source_kernel)?;
@@ -463,7 +516,11 @@ pub unsafe extern "C" fn clGetKernelSubGroupInfo(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clSetDefaultDeviceCommandQueue(context: cl_context, _device: cl_device_id, _queue: cl_command_queue) -> cl_int {
+pub unsafe extern "C" fn clSetDefaultDeviceCommandQueue(
+    context: cl_context,
+    _device: cl_device_id,
+    _queue: cl_command_queue,
+) -> cl_int {
     entry(|| no_images(context).map(|_| ()))
 }
 
@@ -481,7 +538,12 @@ pub unsafe extern "C" fn clSetProgramReleaseCallback(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clSetProgramSpecializationConstant(program: cl_program, _id: cl_uint, _s: usize, _v: *const c_void) -> cl_int {
+pub unsafe extern "C" fn clSetProgramSpecializationConstant(
+    program: cl_program,
+    _id: cl_uint,
+    _s: usize,
+    _v: *const c_void,
+) -> cl_int {
     entry(|| {
         platform();
         Program::from_handle(program)?;

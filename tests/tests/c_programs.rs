@@ -1,0 +1,96 @@
+//! One test per (C program, way, device count).
+//!
+//! Names are `<program>::<way>_<n>dev`, e.g. `buffers::preload_3dev`, so
+//! `cargo test -p mirrorcl-tests native_` runs only the native (PoCL)
+//! validation and `cargo test -p mirrorcl-tests -- buffers::` one program.
+//!
+//! Native runs check the programs themselves against PoCL 3.1.  Known PoCL
+//! deviations from OpenCL 1.2 are only checked strictly under MirrorCL
+//! (`CHECK_NATIVE_DEVIATES` and `ct_mirrorcl()` guards in the C sources):
+//! * clGetDeviceIDs / clCreateContextFromType with an invalid device type
+//!   return CL_DEVICE_NOT_FOUND instead of CL_INVALID_DEVICE_TYPE, and
+//!   clCreateContextFromType returns a non-NULL context on that error;
+//! * clEnqueueMapBuffer accepts invalid map flags (READ|WRITE_INVALIDATE);
+//! * CL_PROGRAM_BINARY_SIZES / BINARIES / CL_PROGRAM_BUILD_LOG of an unbuilt
+//!   program return CL_INVALID_PROGRAM;
+//! * clCreateProgramWithSource(strings NULL), clCreateProgramWithBinary
+//!   (binaries NULL), clEnqueueNDRangeKernel / clEnqueueTask with a NULL
+//!   kernel, a NULL global size or an invalid wait list crash;
+//! * clSetKernelArg does not validate memory objects;
+//! * a zero global size, zero-size read/write are accepted;
+//! * clEnqueueNDRangeKernel does not validate its event wait list;
+//! * clEnqueueTask events have type CL_COMMAND_NDRANGE_KERNEL;
+//! * unknown clCreateCommandQueue property bits are accepted;
+//! * clEnqueueWaitForEvents is unimplemented (aborts the process);
+//! * CL_COMPLETE callbacks of commands terminated by a failed user event are
+//!   never called.
+//!
+//! Every native run of every program passes; the suite includes them all.
+
+use mirrorcl_tests::{check_program, Way};
+
+macro_rules! c_program {
+    ($prog:ident) => {
+        mod $prog {
+            use super::*;
+
+            #[test]
+            fn native_1dev() {
+                check_program(stringify!($prog), Way::Native, 1);
+            }
+            #[test]
+            fn native_3dev() {
+                check_program(stringify!($prog), Way::Native, 3);
+            }
+            #[test]
+            fn preload_1dev() {
+                check_program(stringify!($prog), Way::Preload, 1);
+            }
+            #[test]
+            fn preload_3dev() {
+                check_program(stringify!($prog), Way::Preload, 3);
+            }
+            #[test]
+            fn loader_1dev() {
+                check_program(stringify!($prog), Way::Loader, 1);
+            }
+            #[test]
+            fn loader_3dev() {
+                check_program(stringify!($prog), Way::Loader, 3);
+            }
+            #[test]
+            fn direct_1dev() {
+                check_program(stringify!($prog), Way::Direct, 1);
+            }
+            #[test]
+            fn direct_3dev() {
+                check_program(stringify!($prog), Way::Direct, 3);
+            }
+        }
+    };
+}
+
+c_program!(vecadd_multi);
+c_program!(platform_device);
+c_program!(context);
+c_program!(buffers);
+c_program!(program_kernel);
+c_program!(events);
+c_program!(errors);
+c_program!(pingpong);
+
+/// The suite covers every program listed in the library.
+#[test]
+fn all_programs_have_tests() {
+    let covered = [
+        "vecadd_multi",
+        "platform_device",
+        "context",
+        "buffers",
+        "program_kernel",
+        "events",
+        "errors",
+        "pingpong",
+    ];
+    assert_eq!(mirrorcl_tests::PROGRAMS, covered);
+}
