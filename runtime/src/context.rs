@@ -48,6 +48,8 @@ pub struct Context {
     pub vendor_contexts: Vec<VendorContext>,
     pub scheduler: Mutex<Scheduler<Arc<Event>>>,
     transfer_queues: Mutex<HashMap<u32, TransferQueue>>,
+    /// Buffers gone since the scheduler last ran, forgotten at its next run.
+    released: Mutex<Vec<mirrorcl_scheduler::BufferId>>,
     notify: Option<(ContextNotify, usize)>,
 }
 
@@ -119,6 +121,7 @@ impl Context {
             vendor_contexts,
             scheduler: Mutex::new(scheduler),
             transfer_queues: Mutex::new(HashMap::new()),
+            released: Mutex::new(Vec::new()),
             notify: notify.map(|(f, d)| (f, d as usize)),
         }))
     }
@@ -136,6 +139,20 @@ impl Context {
             .iter()
             .find(|v| v.vendor == device.vendor)
             .expect("every device of a context has its vendor context")
+    }
+
+    /// Records that a buffer is gone, without taking the scheduler lock.
+    pub fn forget_buffer(&self, id: mirrorcl_scheduler::BufferId) {
+        self.released.lock().push(id);
+    }
+
+    /// Locks the scheduler, first forgetting buffers released since its last use.
+    pub fn lock_scheduler(&self) -> parking_lot::MutexGuard<'_, Scheduler<Arc<Event>>> {
+        let mut sched = self.scheduler.lock();
+        for id in self.released.lock().drain(..) {
+            sched.release_buffer(id);
+        }
+        sched
     }
 
     /// The transfer queue of `device`, created on first use.

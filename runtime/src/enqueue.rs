@@ -68,7 +68,7 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let mut deps = cmd.wait_list;
     // The scheduler lock is held until the command reaches its issuer, so every issuer
     // receives commands in schedule order.
-    let mut sched = ctx.scheduler.lock();
+    let mut sched = ctx.lock_scheduler();
     let conflicts = sched.schedule(at, stream, &accesses, &event, |step, step_deps| {
         transfer(&ctx, &cmd.accesses, step, step_deps)
     });
@@ -78,23 +78,21 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             deps.push(prev);
         }
     }
-    queue.push(event.clone());
-    match work {
+    queue.record(event.clone());
+    let host_work = match work {
         Work::Vendor(f) => {
             let vctx = ctx.vendor_context(&device).vctx;
-            issue(
-                &device,
-                vctx,
-                queue.vqueue,
-                event.clone(),
-                deps,
-                f,
-                Some(queue.clone()),
-            );
+            issue(&device, vctx, queue.vqueue, event.clone(), deps, f, Some(queue.clone()));
+            None
         }
-        Work::Host(action) => event.complete_after(deps, action),
-    }
+        Work::Host(action) => Some((deps, action)),
+    };
     drop(sched);
+    // Completions run callbacks (the application's among them): never under the lock.
+    if let Some((deps, action)) = host_work {
+        event.complete_after(deps, action);
+    }
+    queue.prune();
     Ok(event)
 }
 
@@ -360,8 +358,15 @@ pub fn wait_ptr(waits: &[cl_event]) -> *const cl_event {
 /// Waits for a blocking command; a failed command reports
 /// `CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST` (OpenCL 1.2 §5.2.2).
 pub fn finish_blocking(event: &Arc<Event>, blocking: bool) -> ClResult<()> {
-    if blocking && event.wait() < 0 {
-        return Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+    if blocking {
+        let status = event.wait();
+        // Commands before it in the queue are done too: record it.
+        if let Some(q) = event.queue() {
+            q.prune();
+        }
+        if status < 0 {
+            return Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+        }
     }
     Ok(())
 }

@@ -40,6 +40,10 @@ pub struct VendorEvent {
 struct State {
     callbacks: Vec<Callback>,
     vendor: Option<VendorEvent>,
+    /// Whether the vendor was asked to call back on completion. Only events somebody
+    /// waits on asynchronously (callbacks, dependencies across vendors) need it; the
+    /// rest complete when a waiter waits in the vendor or a poll finds them done.
+    vendor_callback: bool,
     /// Objects that must outlive the command (buffers whose memory it touches).
     keep: Vec<Arc<dyn Any + Send + Sync>>,
 }
@@ -156,8 +160,30 @@ impl Event {
 
     /// The command reached its vendor: it now completes with the vendor event.
     pub fn attach_vendor(self: &Arc<Self>, vendor: VendorEvent) {
-        self.state.lock().vendor = Some(vendor);
+        let wants_callback = {
+            let mut st = self.state.lock();
+            st.vendor = Some(vendor);
+            self.done.notify_all();
+            !st.callbacks.is_empty()
+        };
         self.advance(CL_SUBMITTED);
+        if wants_callback {
+            self.request_vendor_callback();
+        }
+    }
+
+    /// Asks the vendor to report completion (once), if the command reached it.
+    fn request_vendor_callback(self: &Arc<Self>) {
+        let vendor = {
+            let mut st = self.state.lock();
+            match st.vendor {
+                Some(v) if !st.vendor_callback => {
+                    st.vendor_callback = true;
+                    v
+                }
+                _ => return,
+            }
+        };
         let raw = Arc::into_raw(self.clone()) as *mut c_void;
         let rc = vfn!(vendor.ev.0, clSetEventCallback).and_then(|f| {
             // SAFETY: live vendor event; the trampoline takes back the Arc passed here.
@@ -167,14 +193,47 @@ impl Event {
             // SAFETY: the callback was not registered, so the reference is still ours.
             drop(unsafe { Arc::from_raw(raw as *const Event) });
             tracing::error!("vendor clSetEventCallback failed ({rc}); waiting on the event");
-            let wait = vfn!(vendor.ev.0, clWaitForEvents);
-            let status = match wait {
-                // SAFETY: one live vendor event.
-                Ok(f) if unsafe { f(1, &vendor.ev.0) } == CL_SUCCESS => CL_COMPLETE,
-                _ => CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
-            };
-            self.complete(status);
+            self.wait_vendor(vendor);
         }
+    }
+
+    /// Blocks in the vendor until its event is done, then completes this event.
+    fn wait_vendor(self: &Arc<Self>, vendor: VendorEvent) {
+        if let Ok(f) = vfn!(vendor.ev.0, clWaitForEvents) {
+            // SAFETY: one live vendor event.
+            unsafe { f(1, &vendor.ev.0) };
+        }
+        self.poll();
+    }
+
+    /// Checks the vendor event; completes this event if the vendor is done with it.
+    /// Returns whether this event is done.
+    pub fn poll(self: &Arc<Self>) -> bool {
+        if self.is_done() {
+            return true;
+        }
+        let Some(v) = self.vendor() else {
+            return false;
+        };
+        let Ok(f) = vfn!(v.ev.0, clGetEventInfo) else {
+            return false;
+        };
+        let mut status: cl_int = CL_QUEUED;
+        // SAFETY: live vendor event; out-pointer of the documented size.
+        let rc = unsafe {
+            f(
+                v.ev.0,
+                CL_EVENT_COMMAND_EXECUTION_STATUS,
+                std::mem::size_of::<cl_int>(),
+                &mut status as *mut cl_int as *mut c_void,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc == CL_SUCCESS && status <= CL_COMPLETE {
+            self.complete(status);
+            return true;
+        }
+        false
     }
 
     /// Moves the status forward to `stage` (never back), running callbacks due.
@@ -257,6 +316,8 @@ impl Event {
         let status = self.status();
         if status <= stage {
             self.run_callbacks(status);
+        } else {
+            self.request_vendor_callback();
         }
     }
 
@@ -266,6 +327,8 @@ impl Event {
             let mut st = self.state.lock();
             if !self.is_done() {
                 st.callbacks.push(Callback::Internal(Box::new(f)));
+                drop(st);
+                self.request_vendor_callback();
                 return;
             }
         }
@@ -317,25 +380,40 @@ impl Event {
         arrive(&join, CL_COMPLETE);
     }
 
-    /// Blocks until the event is done; returns its final status. Spins briefly before it
-    /// parks (waking a parked thread costs more than a native command round trip).
-    pub fn wait(&self) -> cl_int {
+    /// Blocks until the event is done; returns its final status. Spins briefly, then
+    /// waits inside the vendor once the command has reached it (the vendor's own wake-up
+    /// path, as fast as a native wait), or parks until it does.
+    pub fn wait(self: &Arc<Self>) -> cl_int {
         let platform = crate::platform::platform();
         let spin = platform.config.spin();
         let start = Instant::now();
         while start.elapsed() < spin {
-            let s = self.status();
-            if s <= CL_COMPLETE {
-                return s;
+            if self.is_done() {
+                return self.status();
+            }
+            if self.vendor().is_some() {
+                break;
             }
             std::hint::spin_loop();
         }
         let deadline = platform.config.wait_timeout().map(|t| start + t);
-        let mut st = self.state.lock();
+        let mut waited_in_vendor = false;
         loop {
-            let s = self.status();
-            if s <= CL_COMPLETE {
-                return s;
+            if self.is_done() {
+                return self.status();
+            }
+            if !waited_in_vendor {
+                if let Some(v) = self.vendor() {
+                    waited_in_vendor = true;
+                    self.wait_vendor(v);
+                    continue;
+                }
+            }
+            // Not issued yet, or the vendor gave up on it without saying (a failed
+            // dependency): park until MirrorCL attaches or completes it.
+            let mut st = self.state.lock();
+            if self.is_done() || (!waited_in_vendor && st.vendor.is_some()) {
+                continue;
             }
             match deadline {
                 Some(d) => {

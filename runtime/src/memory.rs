@@ -251,7 +251,8 @@ impl Drop for Buffer {
             release_mem(*v);
         }
         if self.parent.is_none() {
-            self.context.scheduler.lock().release_buffer(self.id);
+            // Completions (which drop buffers) may run while the scheduler is locked.
+            self.context.forget_buffer(self.id);
         }
         if let Some(HostCopy {
             ptr,

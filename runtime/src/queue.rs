@@ -53,13 +53,26 @@ impl Queue {
         self.inflight.lock().back().cloned()
     }
 
-    /// Records a new command, forgetting completed ones at the front.
-    pub fn push(&self, event: Arc<Event>) {
-        let mut q = self.inflight.lock();
-        while q.front().is_some_and(|e| e.is_done()) {
-            q.pop_front();
+    /// Records a new command (in schedule order, under the scheduler lock).
+    pub fn record(&self, event: Arc<Event>) {
+        self.inflight.lock().push_back(event);
+    }
+
+    /// Forgets completed commands at the front. Polling may complete events and run
+    /// their callbacks, so this is never called with the scheduler locked.
+    pub fn prune(&self) {
+        loop {
+            let front = self.inflight.lock().front().cloned();
+            match front {
+                Some(e) if e.poll() => {
+                    let mut q = self.inflight.lock();
+                    if q.front().is_some_and(|f| Arc::ptr_eq(f, &e)) {
+                        q.pop_front();
+                    }
+                }
+                _ => return,
+            }
         }
-        q.push_back(event);
     }
 
     /// Every command not yet known complete (for markers, barriers and finish).
@@ -69,11 +82,18 @@ impl Queue {
         q.iter().cloned().collect()
     }
 
-    /// `clFinish`: waits for every command enqueued so far.
+    /// `clFinish`: waits for every command enqueued so far. The newest is waited for
+    /// first: once it is done, commands before it on the same vendor queue are too, and
+    /// a poll finds them done without a wait each.
     pub fn finish(&self) -> ClResult<()> {
         let pending = self.pending();
-        for e in &pending {
-            e.wait();
+        if let Some(last) = pending.last() {
+            last.wait();
+        }
+        for e in pending.iter().rev() {
+            if !e.poll() {
+                e.wait();
+            }
         }
         Ok(())
     }

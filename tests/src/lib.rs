@@ -359,6 +359,87 @@ pub fn run_timeout() -> Duration {
     Duration::from_secs(secs)
 }
 
+/// The stacks of every thread of a hung process, via `gdb -batch -p`
+/// (best effort: a note when gdb is missing, not permitted or too slow;
+/// `MIRRORCL_TEST_NO_GDB=1` skips it).
+pub fn thread_stacks(pid: u32) -> String {
+    if std::env::var_os("MIRRORCL_TEST_NO_GDB").is_some_and(|v| !v.is_empty() && v != "0") {
+        return "(stack capture disabled by MIRRORCL_TEST_NO_GDB)\n".into();
+    }
+    let child = Command::new("gdb")
+        .args([
+            "-batch",
+            "-nx",
+            "-p",
+            &pid.to_string(),
+            "-ex",
+            "thread apply all bt 40",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => return format!("(no stacks: cannot run gdb: {e})\n"),
+    };
+    let mut pipe = child.stdout.take().expect("piped stdout");
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = pipe.read_to_end(&mut buf);
+        buf
+    });
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() > Duration::from_secs(60) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(_) => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&reader.join().unwrap_or_default()).into_owned();
+    // Per thread: the two innermost frames, then only frames in the
+    // workspace's sources (runtime/, icd/, scheduler/) and main.
+    let mut out = String::new();
+    for line in text.lines() {
+        let keep = match line.strip_prefix('#') {
+            None => line.starts_with("Thread "),
+            Some(rest) => {
+                let n = rest
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .unwrap_or(0);
+                !line.contains(" in ?? ()")
+                    && (n < 2
+                        || [
+                            " at runtime/",
+                            " at icd/",
+                            " at scheduler/",
+                            " in main ",
+                            " main (",
+                        ]
+                        .iter()
+                        .any(|p| line.contains(p)))
+            }
+        };
+        if keep {
+            let line: String = line.chars().take(240).collect();
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    if out.is_empty() {
+        out = "(no stacks: gdb produced no backtrace)\n".into();
+    }
+    out
+}
+
 /// Variables the harness controls; inherited values are removed first.
 const CONTROLLED_ENV: &[&str] = &[
     "LD_PRELOAD",
@@ -432,10 +513,12 @@ pub fn run_program(prog: &str, way: Way, devices: u32) -> Result<RunOutput, Stri
         buf
     });
     let timeout = run_timeout();
+    let mut stacks: Option<String> = None;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) if start.elapsed() >= timeout => {
+                stacks = Some(thread_stacks(child.id()));
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
@@ -452,6 +535,10 @@ pub fn run_program(prog: &str, way: Way, devices: u32) -> Result<RunOutput, Stri
             "\n[harness] killed after the {} s timeout (MIRRORCL_TEST_TIMEOUT)\n",
             timeout.as_secs()
         ));
+        if let Some(stacks) = stacks {
+            stderr.push_str("[harness] thread stacks at the timeout:\n");
+            stderr.push_str(&stacks);
+        }
     }
     Ok(RunOutput {
         program: prog.to_string(),
@@ -475,12 +562,15 @@ pub fn check_program(prog: &str, way: Way, devices: u32) {
     };
     if !out.passed() {
         let checks = out.failed_checks();
-        panic!(
-            "{}\n\nsummary ({} failed-check lines):\n  {}",
-            out.report(),
-            checks.len(),
+        let summary = if checks.is_empty() {
+            match out.status {
+                None => "the program hung (see the thread stacks above)".to_string(),
+                Some(s) => format!("no failed check was printed; the program ended with {s}"),
+            }
+        } else {
             checks.join("\n  ")
-        );
+        };
+        panic!("{}\n\nsummary:\n  {summary}", out.report());
     }
     println!(
         "{prog} ({}, {devices} devices): PASS in {:.2} s",
