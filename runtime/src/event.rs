@@ -134,7 +134,9 @@ impl Event {
             done: Condvar::new(),
             times: Default::default(),
         });
-        ev.times[0].store(now_ns(), Ordering::Relaxed);
+        if profiling {
+            ev.times[0].store(now_ns(), Ordering::Relaxed);
+        }
         ev
     }
 
@@ -251,15 +253,17 @@ impl Event {
                 Err(now) => cur = now,
             }
         }
-        let t = now_ns();
-        if stage <= CL_SUBMITTED {
-            let _ = self.times[1].compare_exchange(0, t, Ordering::AcqRel, Ordering::Acquire);
-        }
-        if stage <= CL_RUNNING {
-            let _ = self.times[2].compare_exchange(0, t, Ordering::AcqRel, Ordering::Acquire);
-        }
-        if stage <= CL_COMPLETE {
-            self.times[3].store(t, Ordering::Release);
+        if self.profiling {
+            let t = now_ns();
+            if stage <= CL_SUBMITTED {
+                let _ = self.times[1].compare_exchange(0, t, Ordering::AcqRel, Ordering::Acquire);
+            }
+            if stage <= CL_RUNNING {
+                let _ = self.times[2].compare_exchange(0, t, Ordering::AcqRel, Ordering::Acquire);
+            }
+            if stage <= CL_COMPLETE {
+                self.times[3].store(t, Ordering::Release);
+            }
         }
         self.run_callbacks(stage);
     }
@@ -282,6 +286,9 @@ impl Event {
     fn run_callbacks(self: &Arc<Self>, status: cl_int) {
         let due: Vec<Callback> = {
             let mut st = self.state.lock();
+            if st.callbacks.is_empty() {
+                return;
+            }
             let (due, rest) =
                 std::mem::take(&mut st.callbacks)
                     .into_iter()

@@ -58,11 +58,18 @@ impl Queue {
         self.inflight.lock().push_back(event);
     }
 
-    /// Forgets completed commands at the front. Polling may complete events and run
-    /// their callbacks, so this is never called with the scheduler locked.
+    /// Forgets completed commands at the front, a few per call so that a burst of
+    /// enqueues does not poll the vendor for every command. Polling may complete events
+    /// and run their callbacks, so this is never called with the scheduler locked.
     pub fn prune(&self) {
-        loop {
-            let front = self.inflight.lock().front().cloned();
+        for _ in 0..4 {
+            let front = {
+                let q = self.inflight.lock();
+                if q.len() < 32 {
+                    return;
+                }
+                q.front().cloned()
+            };
             match front {
                 Some(e) if e.poll() => {
                     let mut q = self.inflight.lock();
@@ -83,13 +90,18 @@ impl Queue {
     }
 
     /// `clFinish`: waits for every command enqueued so far. The newest is waited for
-    /// first: once it is done, commands before it on the same vendor queue are too, and
-    /// a poll finds them done without a wait each.
+    /// first: commands before it on the same vendor queue are then done too, so events
+    /// nobody else holds are simply forgotten and the rest found done by a poll.
     pub fn finish(&self) -> ClResult<()> {
-        let pending = self.pending();
-        if let Some(last) = pending.last() {
-            last.wait();
-        }
+        let Some(last) = self.last() else {
+            return Ok(());
+        };
+        last.wait();
+        let pending: Vec<Arc<Event>> = {
+            let mut q = self.inflight.lock();
+            q.retain(|e| Arc::strong_count(e) > 1 && !e.is_done());
+            q.iter().cloned().collect()
+        };
         for e in pending.iter().rev() {
             if !e.poll() {
                 e.wait();

@@ -254,7 +254,13 @@ static void test_read_write_offsets(void)
     /* qw: non-blocking full write then a blocking partial write at an offset. */
     MUST(clEnqueueWriteBuffer(qw, b, CL_FALSE, 0, N * 4, host, 0, NULL, &ev[0]));
     MUST(clEnqueueWriteBuffer(qw, b, CL_TRUE, 1000 * 4, 500 * 4, patch, 0, NULL, &ev[1]));
-    CHECK_EQ(ct_event_status(ev[0]), CL_COMPLETE); /* in-order queue, later blocking write done */
+    /*
+     * A blocking write only guarantees that ptr may be reused, not that the
+     * command completed; once the later write completed, the earlier one in
+     * the same in-order queue has too.
+     */
+    MUST(clWaitForEvents(1, &ev[1]));
+    CHECK_EQ(ct_event_status(ev[0]), CL_COMPLETE);
     memcpy(ref, host, N * 4);
     memcpy(ref + 1000, patch, 500 * 4);
     /* qk: kernel reads b, writes out. */

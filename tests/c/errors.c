@@ -299,6 +299,7 @@ static void test_transfer_ranges(void)
     for (int i = 0; i < SZ; i++)
         init[i] = (unsigned char)(i * 7 + 3);
     MUST(clEnqueueWriteBuffer(q, b, CL_TRUE, 0, SZ, init, 0, NULL, NULL));
+    MUST(clFinish(q)); /* a blocking write need not be complete when it returns */
     MUST(clEnqueueCopyBuffer(qs[1 % ndev], b, b, 0, 512, 256, 0, NULL, NULL));
     MUST(clFinish(qs[1 % ndev]));
     MUST(clEnqueueCopyBufferRect(qs[1 % ndev], b, b, so, dok, rr, 64, 0, 64, 0, 0, NULL, NULL));

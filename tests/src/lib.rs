@@ -287,6 +287,8 @@ pub struct RunOutput {
     /// Environment the harness set (for the failure report).
     pub env: Vec<(String, String)>,
     pub binary: PathBuf,
+    /// The MirrorCL library used, with its age when the run started.
+    pub library: Option<(PathBuf, Option<Duration>)>,
 }
 
 impl RunOutput {
@@ -332,9 +334,18 @@ impl RunOutput {
             .map(|(k, v)| format!("{k}={v:?}"))
             .collect::<Vec<_>>()
             .join(" ");
+        let library = match &self.library {
+            None => String::new(),
+            Some((path, age)) => format!(
+                "library: {}{}\n",
+                path.display(),
+                age.map(|a| format!(" (built {} s before the run)", a.as_secs()))
+                    .unwrap_or_default()
+            ),
+        };
         format!(
             "{} ({}, {} device{}) FAILED: {ending} after {:.1} s\n\
-             command: {env} {}\n\
+             {library}command: {env} {}\n\
              ---- stdout ----\n{}\n---- stderr ----\n{}\n---- end of {} ----",
             self.program,
             self.way.name(),
@@ -461,6 +472,10 @@ pub fn run_program(prog: &str, way: Way, devices: u32) -> Result<RunOutput, Stri
     } else {
         None
     };
+    let lib_age = lib
+        .as_deref()
+        .and_then(mtime)
+        .and_then(|m| SystemTime::now().duration_since(m).ok());
     let bin = compile(prog, way)?;
     let mut env: Vec<(String, String)> = vec![
         (
@@ -550,6 +565,7 @@ pub fn run_program(prog: &str, way: Way, devices: u32) -> Result<RunOutput, Stri
         elapsed,
         env,
         binary: bin,
+        library: lib.map(|l| (l, lib_age)),
     })
 }
 
