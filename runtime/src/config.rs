@@ -36,6 +36,10 @@ pub struct RuntimeSettings {
     /// The deadline of every blocking wait, in seconds; 0 = none
     /// (`MIRRORCL_WAIT_TIMEOUT`).
     pub wait_timeout_s: u64,
+    /// One vendor context per device instead of per vendor platform
+    /// (`MIRRORCL_CONTEXT_PER_DEVICE=1`): data then moves between any two devices
+    /// through the host copy, as between vendors.
+    pub context_per_device: bool,
 }
 
 impl Default for DeviceSelection {
@@ -54,6 +58,7 @@ impl Default for RuntimeSettings {
         RuntimeSettings {
             spin_us: 50,
             wait_timeout_s: 600,
+            context_per_device: false,
         }
     }
 }
@@ -113,6 +118,9 @@ impl Config {
         }
         if let Some(v) = number("MIRRORCL_WAIT_TIMEOUT")? {
             config.runtime.wait_timeout_s = v;
+        }
+        if let Some(v) = env("MIRRORCL_CONTEXT_PER_DEVICE") {
+            config.runtime.context_per_device = matches!(v.as_str(), "1" | "true" | "yes");
         }
         config.device_type_mask()?;
         Ok(config)

@@ -21,6 +21,8 @@ pub type ContextNotify =
 /// The vendor context holding this context's devices of one vendor platform.
 pub struct VendorContext {
     pub vendor: u32,
+    /// Devices of one group share this vendor context (see `Device::group`).
+    pub group: u32,
     pub vctx: V,
     pub devices: Vec<Arc<Device>>,
 }
@@ -64,10 +66,11 @@ impl Context {
         let platform = crate::platform::platform();
         let mut vendor_contexts: Vec<VendorContext> = Vec::new();
         for d in &devices {
-            match vendor_contexts.iter_mut().find(|v| v.vendor == d.vendor) {
+            match vendor_contexts.iter_mut().find(|v| v.group == d.group) {
                 Some(v) => v.devices.push(d.clone()),
                 None => vendor_contexts.push(VendorContext {
                     vendor: d.vendor,
+                    group: d.group,
                     vctx: V::NULL,
                     devices: vec![d.clone()],
                 }),
@@ -110,7 +113,7 @@ impl Context {
                 d.index,
                 DeviceDesc {
                     owner: d.owner,
-                    group: d.vendor,
+                    group: d.group,
                 },
             );
         }
@@ -137,7 +140,7 @@ impl Context {
     pub fn vendor_context(&self, device: &Device) -> &VendorContext {
         self.vendor_contexts
             .iter()
-            .find(|v| v.vendor == device.vendor)
+            .find(|v| v.group == device.group)
             .expect("every device of a context has its vendor context")
     }
 

@@ -39,6 +39,10 @@ pub struct Device {
     pub owner: u32,
     /// Index of the vendor platform in `Platform::vendors`.
     pub vendor: u32,
+    /// Devices with equal groups share one vendor context in a MirrorCL context (and
+    /// copy between each other directly): the vendor's index, or a group per device
+    /// with `context_per_device`.
+    pub group: u32,
     pub vdev: V,
     pub parent: Option<Arc<Device>>,
     /// The partition properties this sub-device was created with.
@@ -79,6 +83,7 @@ impl Device {
         index: u32,
         owner: u32,
         vendor: u32,
+        group: u32,
         vdev: V,
         parent: Option<Arc<Device>>,
         partition: Vec<cl_device_partition_property>,
@@ -166,6 +171,7 @@ impl Device {
             index,
             owner,
             vendor,
+            group,
             vdev,
             parent,
             partition,

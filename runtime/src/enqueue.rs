@@ -82,7 +82,15 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let host_work = match work {
         Work::Vendor(f) => {
             let vctx = ctx.vendor_context(&device).vctx;
-            issue(&device, vctx, queue.vqueue, event.clone(), deps, f, Some(queue.clone()));
+            issue(
+                &device,
+                vctx,
+                queue.vqueue,
+                event.clone(),
+                deps,
+                f,
+                Some(queue.clone()),
+            );
             None
         }
         Work::Host(action) => Some((deps, action)),

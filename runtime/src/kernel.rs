@@ -91,7 +91,7 @@ impl Kernel {
             let built: Vec<&Arc<Device>> = program
                 .devices
                 .iter()
-                .filter(|d| d.vendor == vendor && program.is_built_for(d))
+                .filter(|d| d.group == vendor && program.is_built_for(d))
                 .collect();
             if built.is_empty() {
                 continue;

@@ -101,7 +101,15 @@ impl Platform {
             }
             for id in ids {
                 let index = self.next_device_index.fetch_add(1, Ordering::Relaxed);
-                match Device::capture(index, self.rank, vendor.index, V(id), None, Vec::new()) {
+                match Device::capture(
+                    index,
+                    self.rank,
+                    vendor.index,
+                    self.group_for(vendor.index, index),
+                    V(id),
+                    None,
+                    Vec::new(),
+                ) {
                     Ok(device) => {
                         let device = Arc::new(device);
                         Device::into_handle(device.clone());
@@ -112,6 +120,15 @@ impl Platform {
             }
         }
         devices
+    }
+
+    /// The vendor-context group of a device (see `Device::group`).
+    pub fn group_for(&self, vendor: u32, index: u32) -> u32 {
+        if self.config.runtime.context_per_device {
+            0x8000_0000 | index
+        } else {
+            vendor
+        }
     }
 
     /// A fresh cluster-wide device index (for sub-devices).

@@ -31,7 +31,7 @@ pub struct Program {
     /// binaries or linked for a subset).
     pub devices: Vec<Arc<Device>>,
     pub source: Option<String>,
-    /// (vendor index, vendor program).
+    /// (vendor context group, vendor program).
     pub vendor: Vec<(u32, V)>,
     pub build: Mutex<BuildInfo>,
     /// Kernel objects created from this program (building then is CL_INVALID_OPERATION).
@@ -71,7 +71,7 @@ impl Program {
                 release_all(&vendor);
                 return Err(err);
             }
-            vendor.push((vc.vendor, V(p)));
+            vendor.push((vc.group, V(p)));
         }
         let devices = context.devices.clone();
         Ok(Program::wrap(context, devices, Some(source), vendor))
@@ -88,7 +88,7 @@ impl Program {
         let mut vendor = Vec::new();
         for vc in &context.vendor_contexts {
             let picked: Vec<usize> = (0..devices.len())
-                .filter(|&i| devices[i].vendor == vc.vendor)
+                .filter(|&i| devices[i].group == vc.group)
                 .collect();
             if picked.is_empty() {
                 continue;
@@ -120,7 +120,7 @@ impl Program {
                 release_all(&vendor);
                 return Err(err);
             }
-            vendor.push((vc.vendor, V(p)));
+            vendor.push((vc.group, V(p)));
         }
         Ok(Program::wrap(context, devices, None, vendor))
     }
@@ -140,7 +140,7 @@ impl Program {
             .filter_map(|&(vendor, vp)| {
                 let vdevs: Vec<cl_device_id> = list
                     .iter()
-                    .filter(|d| d.vendor == vendor)
+                    .filter(|d| d.group == vendor)
                     .map(|d| d.vdev.0)
                     .collect();
                 (!vdevs.is_empty()).then_some((vendor, vp, vdevs))
@@ -251,7 +251,7 @@ impl Program {
         for vc in &context.vendor_contexts {
             let vdevs: Vec<cl_device_id> = devices
                 .iter()
-                .filter(|d| d.vendor == vc.vendor)
+                .filter(|d| d.group == vc.group)
                 .map(|d| d.vdev.0)
                 .collect();
             if vdevs.is_empty() {
@@ -259,7 +259,7 @@ impl Program {
             }
             let mut vinputs = Vec::new();
             for p in inputs {
-                vinputs.push(p.vendor_program(vc.vendor).ok_or(CL_INVALID_OPERATION)?.0);
+                vinputs.push(p.vendor_program(vc.group).ok_or(CL_INVALID_OPERATION)?.0);
             }
             let f = vfn!(vc.vctx.0, clLinkProgram)?;
             let mut err = CL_SUCCESS;
@@ -288,7 +288,7 @@ impl Program {
             if err != CL_SUCCESS && result.is_ok() {
                 result = Err(err);
             }
-            vendor.push((vc.vendor, V(p)));
+            vendor.push((vc.group, V(p)));
         }
         let program = Program::wrap(context, devices, None, vendor);
         program.note_attempt(options, &[]);
@@ -301,9 +301,7 @@ impl Program {
 
     /// A per-device build query answered by the device's vendor.
     pub fn build_info(&self, device: &Device, param: cl_program_build_info) -> ClResult<Vec<u8>> {
-        let vp = self
-            .vendor_program(device.vendor)
-            .ok_or(CL_INVALID_DEVICE)?;
+        let vp = self.vendor_program(device.group).ok_or(CL_INVALID_DEVICE)?;
         let f = vfn!(vp.0, clGetProgramBuildInfo)?;
         query_bytes(|size, value, ret| {
             // SAFETY: standard two-call query.
@@ -346,7 +344,7 @@ impl Program {
         }
         self.devices
             .iter()
-            .filter(|d| d.vendor == device.vendor && d.index != device.index)
+            .filter(|d| d.group == device.group && d.index != device.index)
             .map(|d| log(d))
             .find(|l| !l.trim().is_empty())
             .unwrap_or(own)
@@ -417,7 +415,7 @@ impl Program {
                 )
             })?;
             for (i, d) in self.devices.iter().enumerate() {
-                if d.vendor != vendor {
+                if d.group != vendor {
                     continue;
                 }
                 if let Some(k) = vdevs.iter().position(|&v| v == d.vdev.0 as usize) {

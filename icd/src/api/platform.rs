@@ -226,10 +226,12 @@ pub unsafe extern "C" fn clCreateSubDevices(
             )
         })?;
         for (k, v) in vsubs.into_iter().enumerate() {
+            let index = p.new_device_index();
             let dev = Device::capture(
-                p.new_device_index(),
+                index,
                 parent.owner,
                 parent.vendor,
+                p.group_for(parent.vendor, index),
                 mirrorcl_runtime::vendor::V(v),
                 Some(parent.clone()),
                 props.clone(),

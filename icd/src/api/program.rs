@@ -669,7 +669,7 @@ pub unsafe extern "C" fn clGetKernelWorkGroupInfo(
         let k = Kernel::from_handle(kernel)?;
         let d = kernel_device(&k, device)?;
         // Asked of the device's own kernel's vendor so the answer is the device's.
-        let vk = k.probe(d.vendor).ok_or(CL_INVALID_DEVICE)?;
+        let vk = k.probe(d.group).ok_or(CL_INVALID_DEVICE)?;
         let f = vfn!(vk.0, clGetKernelWorkGroupInfo)?;
         // SAFETY: standard two-call query.
         let bytes = kernel_query(vk, |kk, size, value, ret| unsafe {
