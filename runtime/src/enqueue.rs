@@ -62,9 +62,7 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             mode: *mode,
         })
         .collect();
-    for (b, _, _) in &cmd.accesses {
-        event.keep(root_arc(b));
-    }
+    event.keep_all(cmd.accesses.iter().map(|(b, _, _)| root_arc(b) as Arc<dyn std::any::Any + Send + Sync>));
     let mut deps = cmd.wait_list;
     // The scheduler lock is held until the command reaches its issuer, so every issuer
     // receives commands in schedule order.

@@ -156,6 +156,10 @@ impl Event {
         self.state.lock().keep.push(obj);
     }
 
+    pub fn keep_all(&self, objs: impl Iterator<Item = Arc<dyn Any + Send + Sync>>) {
+        self.state.lock().keep.extend(objs);
+    }
+
     pub fn vendor(&self) -> Option<VendorEvent> {
         self.state.lock().vendor
     }

@@ -10,7 +10,7 @@ use crate::program::Program;
 use crate::vendor::{query_bytes, V};
 use crate::ClResult;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -82,7 +82,7 @@ impl Kernel {
     pub fn new(program: Arc<Program>, name: &str) -> ClResult<Arc<Kernel>> {
         let cname = CString::new(name).map_err(|_| CL_INVALID_VALUE)?;
         let mut probes = Vec::new();
-        let mut devices = HashMap::new();
+        let mut devices = HashMap::default();
         let cleanup = |probes: &[(u32, V)], devices: &HashMap<u32, DeviceKernel>| {
             probes.iter().for_each(|(_, k)| release_kernel(*k));
             devices.values().for_each(|d| release_kernel(d.vk));

@@ -13,7 +13,7 @@ use crate::ClResult;
 use mirrorcl_scheduler::{BufferId, Location};
 use parking_lot::Mutex;
 use std::alloc::Layout;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ffi::c_void;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -118,7 +118,7 @@ impl Buffer {
             parent: None,
             origin: 0,
             id,
-            instances: Mutex::new(HashMap::new()),
+            instances: Mutex::new(HashMap::default()),
             host: Mutex::new(host),
             maps: Mutex::new(Vec::new()),
             map_count: AtomicU32::new(0),
@@ -146,7 +146,7 @@ impl Buffer {
             parent: Some(parent.clone()),
             origin,
             id: parent.id,
-            instances: Mutex::new(HashMap::new()),
+            instances: Mutex::new(HashMap::default()),
             host: Mutex::new(None),
             maps: Mutex::new(Vec::new()),
             map_count: AtomicU32::new(0),

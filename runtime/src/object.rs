@@ -5,7 +5,7 @@
 
 use crate::cl::cl_int;
 use parking_lot::RwLock;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -74,7 +74,7 @@ pub enum Object {
 
 fn registry() -> &'static RwLock<HashMap<usize, Object>> {
     static REGISTRY: OnceLock<RwLock<HashMap<usize, Object>>> = OnceLock::new();
-    REGISTRY.get_or_init(|| RwLock::new(HashMap::new()))
+    REGISTRY.get_or_init(|| RwLock::new(HashMap::default()))
 }
 
 /// A type that has a handle.

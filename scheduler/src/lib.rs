@@ -20,7 +20,7 @@ mod validity;
 
 pub use validity::{ValidSet, ValidityMap};
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 /// Where a buffer's bytes can live. `Host` is the host copy, replicated on every rank.
@@ -171,8 +171,8 @@ impl<T: Clone> Default for Scheduler<T> {
 impl<T: Clone> Scheduler<T> {
     pub fn new() -> Self {
         Scheduler {
-            devices: HashMap::new(),
-            buffers: HashMap::new(),
+            devices: HashMap::default(),
+            buffers: HashMap::default(),
             next_buffer: 1,
             stats: SchedulerStats::default(),
         }
@@ -192,7 +192,7 @@ impl<T: Clone> Scheduler<T> {
             id,
             BufferState {
                 validity: ValidityMap::new(size, set),
-                hazards: HashMap::new(),
+                hazards: HashMap::default(),
             },
         );
         id
