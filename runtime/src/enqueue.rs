@@ -36,6 +36,9 @@ pub struct Command {
     pub accesses: Vec<(Arc<Buffer>, Range<usize>, Mode)>,
     /// Runs on the host copy rather than on the queue's device (maps, unmaps, markers).
     pub at_host: bool,
+    /// A blocking read or write: the vendor call itself blocks on the issuer, which is
+    /// the vendor's fastest path for the host to get the bytes.
+    pub blocking: bool,
 }
 
 fn root_arc(b: &Arc<Buffer>) -> Arc<Buffer> {
@@ -45,6 +48,7 @@ fn root_arc(b: &Arc<Buffer>) -> Arc<Buffer> {
 /// Plans and submits a command; returns its event.
 pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let queue = cmd.queue.clone();
+    let cmd_blocking = cmd.blocking;
     let ctx = queue.context.clone();
     let device = queue.device.clone();
     let (at, stream) = if cmd.at_host {
@@ -62,7 +66,11 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             mode: *mode,
         })
         .collect();
-    event.keep_all(cmd.accesses.iter().map(|(b, _, _)| root_arc(b) as Arc<dyn std::any::Any + Send + Sync>));
+    event.keep_all(
+        cmd.accesses
+            .iter()
+            .map(|(b, _, _)| root_arc(b) as Arc<dyn std::any::Any + Send + Sync>),
+    );
     let mut deps = cmd.wait_list;
     // The scheduler lock is held until the command reaches its issuer, so every issuer
     // receives commands in schedule order.
@@ -88,6 +96,7 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
                 deps,
                 f,
                 Some(queue.clone()),
+                cmd_blocking,
             );
             None
         }
@@ -111,6 +120,7 @@ fn issue(
     deps: Vec<Arc<Event>>,
     f: VendorWork,
     keep_queue: Option<Arc<Queue>>,
+    blocking: bool,
 ) {
     let stream = event.stream;
     device.issuer().send(Box::new(move |state| {
@@ -138,6 +148,10 @@ fn issue(
                     stream,
                 });
                 state.touched(vqueue);
+                if blocking {
+                    // The vendor call returned with the bytes in place.
+                    event.poll();
+                }
             }
             Ok(Err(rc)) => event.complete(rc),
             Err(_) => event.complete(CL_OUT_OF_RESOURCES),
@@ -342,7 +356,16 @@ fn transfer(
             let event = Event::new(ctx.clone(), None, command_type, tq.stream);
             event.keep(root);
             let vctx = ctx.vendor_context(&device).vctx;
-            issue(&device, vctx, tq.vqueue, event.clone(), deps, work, None);
+            issue(
+                &device,
+                vctx,
+                tq.vqueue,
+                event.clone(),
+                deps,
+                work,
+                None,
+                false,
+            );
             (tq.stream, event)
         }
         Err(rc) => {
@@ -414,6 +437,7 @@ pub fn read_buffer(
             wait_list,
             accesses: vec![(buffer.clone(), offset..offset + size, Mode::Read)],
             at_host: false,
+            blocking,
         },
         Work::Vendor(Box::new(move |q, waits| {
             let f = vfn!(q.0, clEnqueueReadBuffer)?;
@@ -423,7 +447,7 @@ pub fn read_buffer(
                 f(
                     q.0,
                     m.get(),
-                    CL_FALSE,
+                    blocking as cl_bool,
                     offset,
                     size,
                     ptr as *mut c_void,
@@ -457,6 +481,7 @@ pub fn write_buffer(
             wait_list,
             accesses: vec![(buffer.clone(), offset..offset + size, Mode::Write)],
             at_host: false,
+            blocking,
         },
         Work::Vendor(Box::new(move |q, waits| {
             let f = vfn!(q.0, clEnqueueWriteBuffer)?;
@@ -466,7 +491,7 @@ pub fn write_buffer(
                 f(
                     q.0,
                     m.get(),
-                    CL_FALSE,
+                    blocking as cl_bool,
                     offset,
                     size,
                     ptr as *const c_void,
@@ -503,6 +528,7 @@ pub fn copy_buffer(
                 (dst.clone(), dst_offset..dst_offset + size, Mode::Write),
             ],
             at_host: false,
+            blocking: false,
         },
         Work::Vendor(Box::new(move |q, waits| {
             let f = vfn!(q.0, clEnqueueCopyBuffer)?;
@@ -568,6 +594,7 @@ pub fn rw_rect(
             wait_list,
             accesses: vec![(buffer.clone(), buf.span(region), mode)],
             at_host: false,
+            blocking,
         },
         Work::Vendor(Box::new(move |q, waits| {
             let mut ev = std::ptr::null_mut();
@@ -643,6 +670,7 @@ pub fn copy_rect(
                 (dst.clone(), d.span(region), Mode::ReadWrite),
             ],
             at_host: false,
+            blocking: false,
         },
         Work::Vendor(Box::new(move |q, waits| {
             let f = vfn!(q.0, clEnqueueCopyBufferRect)?;
@@ -686,6 +714,7 @@ pub fn fill_buffer(
             wait_list,
             accesses: vec![(buffer.clone(), offset..offset + size, Mode::Write)],
             at_host: false,
+            blocking: false,
         },
         Work::Vendor(Box::new(move |q, waits| {
             let f = vfn!(q.0, clEnqueueFillBuffer)?;
@@ -737,6 +766,7 @@ pub fn map_buffer(
                 if invalidate { Mode::Write } else { Mode::Read },
             )],
             at_host: true,
+            blocking: false,
         },
         Work::Host(None),
     )?;
@@ -776,6 +806,7 @@ pub fn unmap(
                 Vec::new()
             },
             at_host: true,
+            blocking: false,
         },
         Work::Host(None),
     )
@@ -800,6 +831,7 @@ pub fn marker(
             wait_list: deps,
             accesses: Vec::new(),
             at_host: true,
+            blocking: false,
         },
         Work::Host(None),
     )
@@ -845,6 +877,7 @@ pub fn migrate(
                 .map(|b| (b.clone(), 0..b.size, mode))
                 .collect(),
             at_host: to_host,
+            blocking: false,
         },
         work,
     )
@@ -899,6 +932,7 @@ pub fn ndrange(
             wait_list,
             accesses,
             at_host: false,
+            blocking: false,
         },
         Work::Vendor(Box::new(move |q, waits| {
             let vk = k.apply_args(&device, &vendor_args)?;

@@ -398,12 +398,16 @@ impl Event {
         let platform = crate::platform::platform();
         let spin = platform.config.spin();
         let start = Instant::now();
+        // Polling the vendor's status while spinning catches completion sooner than a
+        // vendor wait's own wake-up.
+        let mut polls = 0u32;
         while start.elapsed() < spin {
             if self.is_done() {
                 return self.status();
             }
-            if self.vendor().is_some() {
-                break;
+            polls = polls.wrapping_add(1);
+            if polls % 16 == 0 && self.poll() {
+                return self.status();
             }
             std::hint::spin_loop();
         }

@@ -58,6 +58,8 @@ pub struct Kernel {
     /// validation and queries), never enqueued.
     probes: Vec<(u32, V)>,
     pub args: Mutex<Vec<Option<ArgValue>>>,
+    /// Local memory each device's kernel needs before any `__local` argument is set.
+    static_local: HashMap<u32, cl_ulong>,
 }
 
 impl_handle!(Kernel, Kernel, CL_INVALID_KERNEL);
@@ -137,6 +139,27 @@ impl Kernel {
                 })
             })
             .collect::<Option<Vec<_>>>();
+        let static_local = program
+            .devices
+            .iter()
+            .filter_map(|d| {
+                let dk = devices.get(&d.index)?;
+                let f = vfn!(dk.vk.0, clGetKernelWorkGroupInfo).ok()?;
+                let mut v: cl_ulong = 0;
+                // SAFETY: out-pointer of the documented size; a fresh kernel, no args set.
+                let rc = unsafe {
+                    f(
+                        dk.vk.0,
+                        d.vdev.0,
+                        CL_KERNEL_LOCAL_MEM_SIZE,
+                        std::mem::size_of::<cl_ulong>(),
+                        &mut v as *mut cl_ulong as *mut c_void,
+                        std::ptr::null_mut(),
+                    )
+                };
+                (rc == CL_SUCCESS).then_some((d.index, v))
+            })
+            .collect();
         program.kernels.fetch_add(1, Ordering::AcqRel);
         Ok(Arc::new(Kernel {
             header: Header::new(),
@@ -147,7 +170,25 @@ impl Kernel {
             devices,
             probes,
             args: Mutex::new(vec![None; num_args as usize]),
+            static_local,
         }))
+    }
+
+    /// `CL_KERNEL_LOCAL_MEM_SIZE` as the specification defines it: the kernel's own
+    /// local memory plus the `__local` arguments set now (some vendors leave the
+    /// arguments out).
+    pub fn local_mem_size(&self, device: &Device) -> Option<cl_ulong> {
+        let base = *self.static_local.get(&device.index)?;
+        let args: usize = self
+            .args
+            .lock()
+            .iter()
+            .map(|a| match a {
+                Some(ArgValue::Local(n)) => *n,
+                _ => 0,
+            })
+            .sum();
+        Some(base + args as cl_ulong)
     }
 
     /// A vendor kernel for queries on `device`'s vendor.

@@ -182,7 +182,12 @@ impl Program {
                 result = Err(rc);
             }
         }
-        result
+        match result {
+            Err(CL_BUILD_PROGRAM_FAILURE) if has_unknown_option(options) => {
+                Err(CL_INVALID_BUILD_OPTIONS)
+            }
+            other => other,
+        }
     }
 
     /// `clCompileProgram`; `headers` are (program, include name) pairs.
@@ -230,7 +235,12 @@ impl Program {
                 result = Err(rc);
             }
         }
-        result
+        match result {
+            Err(CL_COMPILE_PROGRAM_FAILURE) if has_unknown_option(options) => {
+                Err(CL_INVALID_COMPILER_OPTIONS)
+            }
+            other => other,
+        }
     }
 
     /// `clLinkProgram`: a new program from compiled `inputs`.
@@ -429,6 +439,49 @@ impl Program {
     pub fn kernel_count(&self) -> u32 {
         self.kernels.load(Ordering::Acquire)
     }
+}
+
+/// Whether `options` holds a flag that is neither an OpenCL compiler option nor of a
+/// family vendors extend (`-cl-…`, `-O…`, `-f…`, `-m…`). Vendors differ on what a bad
+/// option makes a build return (NVIDIA: a build failure); with such a flag present, a
+/// failed build reports `CL_INVALID_BUILD_OPTIONS` as the specification says.
+fn has_unknown_option(options: &str) -> bool {
+    let mut tokens = options.split_whitespace();
+    while let Some(t) = tokens.next() {
+        if !t.starts_with('-') {
+            continue;
+        }
+        let known = match t {
+            "-D" | "-I" => {
+                tokens.next();
+                true
+            }
+            "-w"
+            | "-Werror"
+            | "-g"
+            | "-x"
+            | "-spir-std"
+            | "-create-library"
+            | "-enable-link-options" => true,
+            _ => [
+                "-D",
+                "-I",
+                "-cl-",
+                "-O",
+                "-f",
+                "-m",
+                "-W",
+                "-x",
+                "-spir-std=",
+            ]
+            .iter()
+            .any(|p| t.starts_with(p)),
+        };
+        if !known {
+            return true;
+        }
+    }
+    false
 }
 
 fn release_all(list: &[(u32, V)]) {

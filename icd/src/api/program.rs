@@ -668,6 +668,15 @@ pub unsafe extern "C" fn clGetKernelWorkGroupInfo(
         platform();
         let k = Kernel::from_handle(kernel)?;
         let d = kernel_device(&k, device)?;
+        if param_name == CL_KERNEL_LOCAL_MEM_SIZE {
+            if let Some(v) = k.local_mem_size(&d) {
+                return Info::value::<cl_ulong>(v).write(
+                    param_value_size,
+                    param_value,
+                    param_value_size_ret,
+                );
+            }
+        }
         // Asked of the device's own kernel's vendor so the answer is the device's.
         let vk = k.probe(d.group).ok_or(CL_INVALID_DEVICE)?;
         let f = vfn!(vk.0, clGetKernelWorkGroupInfo)?;

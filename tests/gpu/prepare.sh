@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds what the GPU machine needs (it has no Rust): the library, the test programs and
+# the overhead benchmark, into target/gpu/ (stripped, to travel light).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+cargo build --release -p mirrorcl -p mirrorcl-benches
+out=target/gpu
+rm -rf "$out" && mkdir -p "$out/bin"
+strip --strip-debug -o "$out/libmirrorcl.so" target/release/libmirrorcl.so
+strip --strip-debug -o "$out/bin/mirrorcl-overhead" target/release/mirrorcl-overhead
+for src in tests/c/*.c; do
+  name=$(basename "$src" .c)
+  cc -O2 -std=c11 -o "$out/bin/$name" "$src" -lOpenCL -lm
+done
+cp tests/gpu/run-on-gpu.sh "$out/"
+du -sh "$out"
