@@ -180,6 +180,13 @@ impl Device {
         })
     }
 
+    /// Leaves `CL_DEVICE_TYPE_DEFAULT` to one device of the platform: each vendor
+    /// marks its own first device as the default.
+    pub fn clear_default_type(&mut self) {
+        let t: cl_device_type = self.info_value(CL_DEVICE_TYPE);
+        self.info.insert(CL_DEVICE_TYPE, as_bytes(t & !CL_DEVICE_TYPE_DEFAULT));
+    }
+
     pub fn handle_ptr(&self) -> *mut c_void {
         self as *const Device as *mut c_void
     }

@@ -110,7 +110,13 @@ impl Platform {
                     None,
                     Vec::new(),
                 ) {
-                    Ok(device) => {
+                    Ok(mut device) => {
+                        let has_default = devices
+                            .iter()
+                            .any(|d: &Arc<Device>| d.device_type() & CL_DEVICE_TYPE_DEFAULT != 0);
+                        if has_default {
+                            device.clear_default_type();
+                        }
                         let device = Arc::new(device);
                         Device::into_handle(device.clone());
                         devices.push(device);

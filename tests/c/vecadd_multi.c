@@ -3,7 +3,7 @@
  *
  * One context containing ALL devices of the platform, one in-order queue per
  * device, and element-wise kernels (float add, float fma, int add, int mad)
- * over N = 1<<20 elements split into one slice per device.  Three variants:
+ * over N = 1<<20 elements split into one slice per device.  Four variants:
  *   A. private buffers: every device gets its own input/output buffers
  *      (CL_MEM_COPY_HOST_PTR) for its slice;
  *   B. shared buffers + sub-buffers: one input/output buffer for the whole
@@ -16,9 +16,15 @@
  *      clEnqueueReadBuffer(offset).  (Several queues touching disjoint byte
  *      ranges of one buffer concurrently: MirrorCL must keep the slices
  *      apart.)
+ *   D. one host thread per device: each thread creates its own kernel
+ *      object and buffers, enqueues on its device's queue and reads back
+ *      (all OpenCL 1.2 calls but clSetKernelArg on a shared kernel are
+ *      thread-safe).
  * Results are checked bit-exactly against a CPU reference.
  */
 #include "check.h"
+
+#include <pthread.h>
 
 #define N (1u << 20)
 
@@ -204,6 +210,75 @@ static void variant_offsets(enum op op, void *out)
     MUST(clReleaseMemObject(o));
 }
 
+/* Variant D: one host thread per device. */
+struct thread_arg {
+    cl_uint d;
+    enum op op;
+    void *out;
+    cl_int err;
+    int line;
+};
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        cl_int e_ = (expr);                                                                        \
+        if (e_ != CL_SUCCESS) {                                                                    \
+            ta->err = e_;                                                                          \
+            ta->line = __LINE__;                                                                   \
+            return NULL;                                                                           \
+        }                                                                                          \
+    } while (0)
+
+static void *thread_main(void *p)
+{
+    struct thread_arg *ta = p;
+    cl_uint d = ta->d;
+    size_t off = slice_off[d] * 4, bytes = slice_len[d] * 4;
+    cl_int err = CL_SUCCESS;
+    cl_kernel k = clCreateKernel(prog, kOpName[ta->op], &err);
+    TRY(err);
+    cl_mem m[4];
+    void *src[3] = {(char *)in_a + off, (char *)in_b + off, (char *)in_c + off};
+    for (int i = 0; i < 3; i++) {
+        m[i] = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, src[i], &err);
+        TRY(err);
+    }
+    m[3] = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, bytes, NULL, &err);
+    TRY(err);
+    for (cl_uint i = 0; i < 4; i++)
+        TRY(clSetKernelArg(k, i, sizeof(cl_mem), &m[i]));
+    size_t gws = slice_len[d];
+    cl_event kev;
+    TRY(clEnqueueNDRangeKernel(queues[d], k, 1, NULL, &gws, NULL, 0, NULL, &kev));
+    TRY(clEnqueueReadBuffer(queues[d], m[3], CL_TRUE, 0, bytes, (char *)ta->out + off, 1, &kev, NULL));
+    TRY(clReleaseEvent(kev));
+    for (int i = 0; i < 4; i++)
+        TRY(clReleaseMemObject(m[i]));
+    TRY(clReleaseKernel(k));
+    return NULL;
+}
+
+static void variant_threads(enum op op, void *out)
+{
+    pthread_t th[CT_MAX_DEVICES];
+    struct thread_arg args[CT_MAX_DEVICES];
+    for (cl_uint d = 0; d < ndev; d++) {
+        args[d] = (struct thread_arg){d, op, out, CL_SUCCESS, 0};
+        if (slice_len[d] && pthread_create(&th[d], NULL, thread_main, &args[d]) != 0)
+            ct_die("pthread_create failed");
+    }
+    for (cl_uint d = 0; d < ndev; d++) {
+        if (!slice_len[d])
+            continue;
+        pthread_join(th[d], NULL);
+        if (args[d].err != CL_SUCCESS) {
+            char what[128];
+            snprintf(what, sizeof what, "host thread of device %u: call at vecadd_multi.c:%d", d, args[d].line);
+            ct_check_code(args[d].err, CL_SUCCESS, what, __FILE__, __LINE__, 0);
+        }
+    }
+}
+
 int main(void)
 {
     ct_init("vecadd_multi");
@@ -267,18 +342,20 @@ int main(void)
     in_c = malloc(N * 4);
     expect = malloc(N * 4);
     void *out = malloc(N * 4);
-    static const char *vname[3] = {"private buffers", "shared buffer + sub-buffers",
-                                   "shared buffer + offsets"};
+    static const char *vname[4] = {"private buffers", "shared buffer + sub-buffers",
+                                   "shared buffer + offsets", "one host thread per device"};
     for (int op = 0; op < OP_COUNT; op++) {
         make_inputs((enum op)op);
-        for (int v = 0; v < 3; v++) {
+        for (int v = 0; v < 4; v++) {
             memset(out, 0xEE, N * 4);
             if (v == 0)
                 variant_private((enum op)op, out);
             else if (v == 1)
                 variant_subbuffers((enum op)op, out);
-            else
+            else if (v == 2)
                 variant_offsets((enum op)op, out);
+            else
+                variant_threads((enum op)op, out);
             char what[128];
             snprintf(what, sizeof what, "%s / %s", kOpName[op], vname[v]);
             int ok = CHECK_MEM(out, expect, N, 4, what);

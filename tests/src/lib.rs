@@ -159,6 +159,7 @@ fn compile_args(prog: &str, way: Way) -> Result<Vec<OsString>, String> {
         "-O2".into(),
         "-Wall".into(),
         "-std=c11".into(),
+        "-pthread".into(),
         "-I".into(),
         c.clone().into(),
         c.join(format!("{prog}.c")).into(),

@@ -95,10 +95,8 @@ pub(crate) fn devices_of_type(device_type: cl_device_type) -> ClResult<Vec<Arc<D
         .filter(|d| device_type == CL_DEVICE_TYPE_ALL || d.device_type() & device_type != 0)
         .cloned()
         .collect();
-    if device_type & CL_DEVICE_TYPE_DEFAULT != 0
-        && device_type != CL_DEVICE_TYPE_ALL
-        && found.is_empty()
-    {
+    // CL_DEVICE_TYPE_DEFAULT alone names one device: the default one, else the first.
+    if device_type == CL_DEVICE_TYPE_DEFAULT && found.is_empty() {
         found.extend(p.devices.first().cloned());
     }
     if found.is_empty() {
