@@ -184,7 +184,8 @@ impl Device {
     /// marks its own first device as the default.
     pub fn clear_default_type(&mut self) {
         let t: cl_device_type = self.info_value(CL_DEVICE_TYPE);
-        self.info.insert(CL_DEVICE_TYPE, as_bytes(t & !CL_DEVICE_TYPE_DEFAULT));
+        self.info
+            .insert(CL_DEVICE_TYPE, as_bytes(t & !CL_DEVICE_TYPE_DEFAULT));
     }
 
     pub fn handle_ptr(&self) -> *mut c_void {

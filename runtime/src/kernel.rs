@@ -42,6 +42,34 @@ struct DeviceKernel {
     vk: V,
     /// What the vendor kernel's arguments are set to now.
     set: Mutex<Vec<Option<VendorArg>>>,
+    limits: WorkGroupLimits,
+}
+
+/// The work-group facts every launch is checked against, asked once per device.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WorkGroupLimits {
+    /// `CL_KERNEL_WORK_GROUP_SIZE`.
+    pub max: usize,
+    /// `CL_KERNEL_COMPILE_WORK_GROUP_SIZE` (`reqd_work_group_size`; zeros if none).
+    pub required: [usize; 3],
+}
+
+fn work_group_value<T: Copy + Default>(vk: V, vdev: V, param: cl_kernel_work_group_info) -> T {
+    let mut v = T::default();
+    if let Ok(f) = vfn!(vk.0, clGetKernelWorkGroupInfo) {
+        // SAFETY: out-pointer of size_of::<T>().
+        unsafe {
+            f(
+                vk.0,
+                vdev.0,
+                param,
+                std::mem::size_of::<T>(),
+                &mut v as *mut T as *mut c_void,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+    v
 }
 
 #[repr(C)]
@@ -113,6 +141,14 @@ impl Kernel {
                             DeviceKernel {
                                 vk,
                                 set: Mutex::new(Vec::new()),
+                                limits: WorkGroupLimits {
+                                    max: work_group_value(vk, d.vdev, CL_KERNEL_WORK_GROUP_SIZE),
+                                    required: work_group_value(
+                                        vk,
+                                        d.vdev,
+                                        CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
+                                    ),
+                                },
                             },
                         );
                     }
@@ -205,6 +241,10 @@ impl Kernel {
 
     pub fn any_probe(&self) -> V {
         self.probes[0].1
+    }
+
+    pub fn limits(&self, device: &Device) -> Option<WorkGroupLimits> {
+        self.devices.get(&device.index).map(|d| d.limits)
     }
 
     pub fn vendor_kernel(&self, device: &Device) -> Option<V> {

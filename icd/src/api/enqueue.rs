@@ -10,7 +10,7 @@ use mirrorcl_runtime::kernel::{ArgValue, Kernel};
 use mirrorcl_runtime::memory::Buffer;
 use mirrorcl_runtime::object::Handle;
 use mirrorcl_runtime::queue::Queue;
-use mirrorcl_runtime::{vfn, ClResult};
+use mirrorcl_runtime::ClResult;
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -487,31 +487,6 @@ pub unsafe extern "C" fn clEnqueueMigrateMemObjects(
     })
 }
 
-/// A fixed-size query of the device's vendor kernel.
-fn work_group_value<T: Copy + Default>(
-    k: &Kernel,
-    q: &Queue,
-    param: cl_kernel_work_group_info,
-) -> ClResult<T> {
-    let vk = k
-        .vendor_kernel(&q.device)
-        .ok_or(CL_INVALID_PROGRAM_EXECUTABLE)?;
-    let f = vfn!(vk.0, clGetKernelWorkGroupInfo)?;
-    let mut v = T::default();
-    // SAFETY: out-pointer of size_of::<T>().
-    mirrorcl_runtime::check(unsafe {
-        f(
-            vk.0,
-            q.device.vdev.0,
-            param,
-            std::mem::size_of::<T>(),
-            &mut v as *mut T as *mut c_void,
-            std::ptr::null_mut(),
-        )
-    })?;
-    Ok(v)
-}
-
 #[allow(clippy::too_many_arguments)]
 fn ndrange(
     queue: cl_command_queue,
@@ -532,9 +507,9 @@ fn ndrange(
     }
     // CL_INVALID_PROGRAM_EXECUTABLE if there is no successfully built program executable
     // for the queue's device.
-    if k.vendor_kernel(&q.device).is_none() {
+    let Some(limits) = k.limits(&q.device) else {
         return Err(CL_INVALID_PROGRAM_EXECUTABLE);
-    }
+    };
     if !(1..=3).contains(&work_dim) {
         return Err(CL_INVALID_WORK_DIMENSION);
     }
@@ -557,8 +532,7 @@ fn ndrange(
         }
         Some(o)
     };
-    let required: [usize; 3] =
-        work_group_value(&k, &q, CL_KERNEL_COMPILE_WORK_GROUP_SIZE).unwrap_or([0; 3]);
+    let required = limits.required;
     let local = if local_work_size.is_null() {
         if required != [0; 3] {
             return Err(CL_INVALID_WORK_GROUP_SIZE);
@@ -573,7 +547,7 @@ fn ndrange(
         if required != [0; 3] && required[..dims] != l[..dims] {
             return Err(CL_INVALID_WORK_GROUP_SIZE);
         }
-        let max_group: usize = work_group_value(&k, &q, CL_KERNEL_WORK_GROUP_SIZE)?;
+        let max_group = limits.max;
         if l.iter().product::<usize>() > max_group {
             return Err(CL_INVALID_WORK_GROUP_SIZE);
         }
