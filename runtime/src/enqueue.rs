@@ -124,6 +124,17 @@ fn issue(
 ) {
     let stream = event.stream;
     device.issuer().send(Box::new(move |state| {
+        // A failed dependency fails this command, first (before any bridge below lets
+        // the vendor go on), whatever the vendor then does with it: vendors differ in
+        // how they treat commands behind a failed event (PoCL 3.1 asserts or runs them).
+        for dep in deps.iter().filter(|d| !d.is_done()) {
+            let ev = event.clone();
+            dep.on_done(move |status| {
+                if status < 0 {
+                    ev.complete(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+                }
+            });
+        }
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let waits = VendorWaits::resolve(&deps, vctx, stream)?;
             let result = f(vqueue, &waits.list);
@@ -132,16 +143,6 @@ fn issue(
         }));
         match result {
             Ok(Ok(vev)) => {
-                // A failed dependency fails this command whatever the vendor does with it
-                // (some vendors never report commands they terminate).
-                for dep in deps.iter().filter(|d| !d.is_done()) {
-                    let ev = event.clone();
-                    dep.on_done(move |status| {
-                        if status < 0 {
-                            ev.complete(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
-                        }
-                    });
-                }
                 event.attach_vendor(VendorEvent {
                     ev: vev,
                     vctx,
@@ -235,7 +236,10 @@ fn bridge(dep: &Arc<Event>, vctx: V) -> ClResult<V> {
     unsafe { retain(ue.0) };
     dep.on_done(move |status| {
         if let Ok(set) = vfn!(ue.0, clSetUserEventStatus) {
-            let s = if status < 0 { status } else { CL_COMPLETE };
+            // Always CL_COMPLETE: a vendor queue behind a failed user event may stall or
+            // abort (PoCL 3.1); the MirrorCL event of the waiting command already failed.
+            let _ = status;
+            let s = CL_COMPLETE;
             // SAFETY: live vendor user event, status set once.
             unsafe { set(ue.0, s) };
         }

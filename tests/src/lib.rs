@@ -263,13 +263,24 @@ pub fn vendors_dir(lib: &Path) -> Result<PathBuf, String> {
     if let Some(dir) = map.get(lib) {
         return Ok(dir.clone());
     }
+    // One directory per library path (stable name, so runs do not pile up);
+    // the file is written to a temporary name and renamed, so concurrent
+    // test processes never read a partial file.
+    let key = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        lib.hash(&mut h);
+        h.finish()
+    };
     let dir = target_dir()
         .join("ctests")
-        .join(format!("vendors-{}", unique_suffix()));
+        .join(format!("vendors-{key:016x}"));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let icd = dir.join("mirrorcl.icd");
-    std::fs::write(&icd, format!("{}\n", lib.display()))
-        .map_err(|e| format!("cannot write {}: {e}", icd.display()))?;
+    let tmp = dir.join(format!(".mirrorcl.icd.{}", unique_suffix()));
+    std::fs::write(&tmp, format!("{}\n", lib.display()))
+        .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &icd).map_err(|e| format!("cannot write {}: {e}", icd.display()))?;
     map.insert(lib.to_path_buf(), dir.clone());
     Ok(dir)
 }
