@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use std::time::Duration;
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub devices: DeviceSelection,
@@ -59,15 +59,6 @@ impl Default for RuntimeSettings {
             spin_us: 50,
             wait_timeout_s: 600,
             context_per_device: false,
-        }
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            devices: DeviceSelection::default(),
-            runtime: RuntimeSettings::default(),
         }
     }
 }

@@ -112,6 +112,7 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
 }
 
 /// Sends a vendor command to `device`'s issuer.
+#[allow(clippy::too_many_arguments)]
 fn issue(
     device: &Device,
     vctx: V,

@@ -406,7 +406,7 @@ impl Event {
                 return self.status();
             }
             polls = polls.wrapping_add(1);
-            if polls % 16 == 0 && self.poll() {
+            if polls.is_multiple_of(16) && self.poll() {
                 return self.status();
             }
             std::hint::spin_loop();

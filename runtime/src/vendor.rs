@@ -40,12 +40,13 @@ pub unsafe fn dispatch<'a>(obj: *mut c_void) -> &'a cl_icd::_cl_icd_dispatch {
 /// The vendor's implementation of `$f` for object `$obj`, or `CL_INVALID_OPERATION`.
 #[macro_export]
 macro_rules! vfn {
-    ($obj:expr, $f:ident) => {
+    ($obj:expr, $f:ident) => {{
+        let obj: *mut std::ffi::c_void = $obj;
         // SAFETY: the callers pass live vendor objects.
-        unsafe { $crate::vendor::dispatch($obj) }
+        unsafe { $crate::vendor::dispatch(obj) }
             .$f
             .ok_or($crate::cl::CL_INVALID_OPERATION)
-    };
+    }};
 }
 
 /// One vendor platform.

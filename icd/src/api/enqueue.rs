@@ -377,7 +377,7 @@ pub unsafe extern "C" fn clEnqueueFillBuffer(
         if pattern.is_null() || !pattern_size.is_power_of_two() || pattern_size > 128 {
             return Err(CL_INVALID_VALUE);
         }
-        if offset % pattern_size != 0 || size % pattern_size != 0 {
+        if !offset.is_multiple_of(pattern_size) || !size.is_multiple_of(pattern_size) {
             return Err(CL_INVALID_VALUE);
         }
         check_range(&b, offset, size)?;

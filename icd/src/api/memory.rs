@@ -151,7 +151,7 @@ pub unsafe extern "C" fn clCreateSubBuffer(
             .context
             .devices
             .iter()
-            .any(|d| region.origin as u64 % d.base_align() != 0)
+            .any(|d| !(region.origin as u64).is_multiple_of(d.base_align()))
         {
             return Err(CL_MISALIGNED_SUB_BUFFER_OFFSET);
         }

@@ -84,11 +84,11 @@ pub unsafe extern "C" fn clCreateProgramWithBinary(
         let n = num_devices as usize;
         let mut status = vec![CL_SUCCESS; n];
         let mut bins: Vec<&[u8]> = Vec::with_capacity(n);
-        for i in 0..n {
+        for (i, st) in status.iter_mut().enumerate() {
             // SAFETY: `n` entries each.
             let (len, ptr) = unsafe { (*lengths.add(i), *binaries.add(i)) };
             if len == 0 || ptr.is_null() {
-                status[i] = CL_INVALID_VALUE;
+                *st = CL_INVALID_VALUE;
             }
             bins.push(if len == 0 || ptr.is_null() {
                 &[]
