@@ -479,6 +479,16 @@ const CONTROLLED_ENV: &[&str] = &[
 
 /// Compiles (if needed) and runs `prog` in `way` with `devices` PoCL CPU devices.
 pub fn run_program(prog: &str, way: Way, devices: u32) -> Result<RunOutput, String> {
+    run_program_with(prog, way, devices, &[])
+}
+
+/// [`run_program`] with extra environment variables (e.g. MirrorCL settings).
+pub fn run_program_with(
+    prog: &str,
+    way: Way,
+    devices: u32,
+    extra_env: &[(&str, &str)],
+) -> Result<RunOutput, String> {
     let lib = if way.is_mirrorcl() {
         Some(mirrorcl_lib())
     } else {
@@ -514,6 +524,11 @@ pub fn run_program(prog: &str, way: Way, devices: u32) -> Result<RunOutput, Stri
         }
     }
 
+    env.extend(
+        extra_env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
     let mut cmd = Command::new(&bin);
     for var in CONTROLLED_ENV {
         cmd.env_remove(var);
@@ -584,7 +599,12 @@ pub fn run_program(prog: &str, way: Way, devices: u32) -> Result<RunOutput, Stri
 /// The body of every generated test: run, then assert exit status 0 and the
 /// `PASS <program>` line, printing everything on failure.
 pub fn check_program(prog: &str, way: Way, devices: u32) {
-    let out = match run_program(prog, way, devices) {
+    check_program_with(prog, way, devices, &[]);
+}
+
+/// [`check_program`] with extra environment variables.
+pub fn check_program_with(prog: &str, way: Way, devices: u32, extra_env: &[(&str, &str)]) {
+    let out = match run_program_with(prog, way, devices, extra_env) {
         Ok(out) => out,
         Err(msg) => panic!("{prog} ({}, {devices} devices): {msg}", way.name()),
     };

@@ -27,7 +27,7 @@
 //!
 //! Every native run of every program passes; the suite includes them all.
 
-use mirrorcl_tests::{check_program, Way};
+use mirrorcl_tests::{check_program, check_program_with, Way};
 
 macro_rules! c_program {
     ($prog:ident) => {
@@ -65,6 +65,17 @@ macro_rules! c_program {
             #[test]
             fn direct_3dev() {
                 check_program(stringify!($prog), Way::Direct, 3);
+            }
+            /// One vendor context per device: every transfer between devices goes
+            /// through the host copy, the path data takes between two vendors.
+            #[test]
+            fn preload_3dev_separate_contexts() {
+                check_program_with(
+                    stringify!($prog),
+                    Way::Preload,
+                    3,
+                    &[("MIRRORCL_CONTEXT_PER_DEVICE", "1")],
+                );
             }
         }
     };
