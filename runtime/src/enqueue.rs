@@ -306,52 +306,12 @@ fn transfer(
                     Ok(V(ev))
                 })
             }
-            (Location::Device(_), Location::Host) => {
-                let src = root.instance(&device)?;
-                let host = root.host_copy()? as usize;
-                Box::new(move |q, waits| {
-                    let f = vfn!(q.0, clEnqueueReadBuffer)?;
-                    let mut ev = std::ptr::null_mut();
-                    // SAFETY: the host copy has the root's size; it lives as long as the
-                    // event keeps the buffer.
-                    crate::check(unsafe {
-                        f(
-                            q.0,
-                            src.get(),
-                            CL_FALSE,
-                            offset,
-                            len,
-                            (host + offset) as *mut c_void,
-                            waits.len() as cl_uint,
-                            wait_ptr(waits),
-                            &mut ev,
-                        )
-                    })?;
-                    Ok(V(ev))
-                })
-            }
-            _ => {
-                let dst = root.instance(&device)?;
-                let host = root.host_copy()? as usize;
-                Box::new(move |q, waits| {
-                    let f = vfn!(q.0, clEnqueueWriteBuffer)?;
-                    let mut ev = std::ptr::null_mut();
-                    // SAFETY: as above.
-                    crate::check(unsafe {
-                        f(
-                            q.0,
-                            dst.get(),
-                            CL_FALSE,
-                            offset,
-                            len,
-                            (host + offset) as *const c_void,
-                            waits.len() as cl_uint,
-                            wait_ptr(waits),
-                            &mut ev,
-                        )
-                    })?;
-                    Ok(V(ev))
-                })
+            (from, _) => {
+                // Device → host copy (a read) or host copy → device (a write).
+                let write = from == Location::Host;
+                let mem = root.instance(&device)?;
+                let host = root.host_copy()? as usize + offset;
+                Box::new(move |q, waits| vendor_rw(q, mem, write, false, offset, len, host, waits))
             }
         };
         Ok((tq, work))
@@ -424,9 +384,65 @@ fn device_instance(queue: &Queue, b: &Buffer) -> ClResult<V> {
     b.instance(&queue.device)
 }
 
-pub fn read_buffer(
+/// One vendor read (`write == false`) or write of `len` bytes at `offset` between a
+/// vendor buffer and host memory; returns the vendor event.
+#[allow(clippy::too_many_arguments)]
+fn vendor_rw(
+    q: V,
+    mem: V,
+    write: bool,
+    blocking: bool,
+    offset: usize,
+    len: usize,
+    host: usize,
+    waits: &[cl_event],
+) -> ClResult<V> {
+    let mut ev = std::ptr::null_mut();
+    let n = waits.len() as cl_uint;
+    let rc = if write {
+        let f = vfn!(q.0, clEnqueueWriteBuffer)?;
+        // SAFETY: a validated range of a live vendor buffer; the caller keeps `host`
+        // valid until the command completes.
+        unsafe {
+            f(
+                q.0,
+                mem.0,
+                blocking as cl_bool,
+                offset,
+                len,
+                host as *const c_void,
+                n,
+                wait_ptr(waits),
+                &mut ev,
+            )
+        }
+    } else {
+        let f = vfn!(q.0, clEnqueueReadBuffer)?;
+        // SAFETY: as above.
+        unsafe {
+            f(
+                q.0,
+                mem.0,
+                blocking as cl_bool,
+                offset,
+                len,
+                host as *mut c_void,
+                n,
+                wait_ptr(waits),
+                &mut ev,
+            )
+        }
+    };
+    crate::check(rc)?;
+    Ok(V(ev))
+}
+
+/// `clEnqueueReadBuffer` (`write == false`) and `clEnqueueWriteBuffer`.
+#[allow(clippy::too_many_arguments)]
+pub fn rw_buffer(
     queue: &Arc<Queue>,
     buffer: &Arc<Buffer>,
+    write: bool,
     blocking: bool,
     offset: usize,
     size: usize,
@@ -438,74 +454,22 @@ pub fn read_buffer(
     let event = submit(
         Command {
             queue: queue.clone(),
-            command_type: CL_COMMAND_READ_BUFFER,
+            command_type: if write {
+                CL_COMMAND_WRITE_BUFFER
+            } else {
+                CL_COMMAND_READ_BUFFER
+            },
             wait_list,
-            accesses: vec![(buffer.clone(), offset..offset + size, Mode::Read)],
+            accesses: vec![(
+                buffer.clone(),
+                offset..offset + size,
+                if write { Mode::Write } else { Mode::Read },
+            )],
             at_host: false,
             blocking,
         },
         Work::Vendor(Box::new(move |q, waits| {
-            let f = vfn!(q.0, clEnqueueReadBuffer)?;
-            let mut ev = std::ptr::null_mut();
-            // SAFETY: validated range; the application keeps ptr valid until completion.
-            crate::check(unsafe {
-                f(
-                    q.0,
-                    m.get(),
-                    blocking as cl_bool,
-                    offset,
-                    size,
-                    ptr as *mut c_void,
-                    waits.len() as cl_uint,
-                    wait_ptr(waits),
-                    &mut ev,
-                )
-            })?;
-            Ok(V(ev))
-        })),
-    )?;
-    finish_blocking(&event, blocking)?;
-    Ok(event)
-}
-
-pub fn write_buffer(
-    queue: &Arc<Queue>,
-    buffer: &Arc<Buffer>,
-    blocking: bool,
-    offset: usize,
-    size: usize,
-    ptr: *const c_void,
-    wait_list: Vec<Arc<Event>>,
-) -> ClResult<Arc<Event>> {
-    let m = device_instance(queue, buffer)?;
-    let ptr = ptr as usize;
-    let event = submit(
-        Command {
-            queue: queue.clone(),
-            command_type: CL_COMMAND_WRITE_BUFFER,
-            wait_list,
-            accesses: vec![(buffer.clone(), offset..offset + size, Mode::Write)],
-            at_host: false,
-            blocking,
-        },
-        Work::Vendor(Box::new(move |q, waits| {
-            let f = vfn!(q.0, clEnqueueWriteBuffer)?;
-            let mut ev = std::ptr::null_mut();
-            // SAFETY: validated range; the application keeps ptr valid until completion.
-            crate::check(unsafe {
-                f(
-                    q.0,
-                    m.get(),
-                    blocking as cl_bool,
-                    offset,
-                    size,
-                    ptr as *const c_void,
-                    waits.len() as cl_uint,
-                    wait_ptr(waits),
-                    &mut ev,
-                )
-            })?;
-            Ok(V(ev))
+            vendor_rw(q, m, write, blocking, offset, size, ptr, waits)
         })),
     )?;
     finish_blocking(&event, blocking)?;
@@ -627,6 +591,7 @@ pub fn rw_rect(
                 }
             } else {
                 let f = vfn!(q.0, clEnqueueReadBufferRect)?;
+                // SAFETY: as above.
                 unsafe {
                     f(
                         q.0,

@@ -207,11 +207,13 @@ impl Api {
         let handle = candidates
             .iter()
             .filter_map(|name| CString::new(name.as_str()).ok())
+            // SAFETY: dlopen with a NUL-terminated name.
             .map(|name| unsafe { dlopen(name.as_ptr(), RTLD_NOW) })
             .find(|h| !h.is_null())
             .ok_or("cannot dlopen the OpenCL ICD loader (libOpenCL.so.1)")?;
         let sym = |name: &str| -> Result<*mut c_void, String> {
             let c = CString::new(name).expect("symbol name");
+            // SAFETY: a live dlopen handle and a NUL-terminated symbol name.
             let p = unsafe { dlsym(handle, c.as_ptr()) };
             if p.is_null() {
                 Err(format!("{name} not found in the OpenCL ICD loader"))

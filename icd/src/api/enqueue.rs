@@ -68,7 +68,16 @@ pub unsafe extern "C" fn clEnqueueReadBuffer(
             return Err(CL_INVALID_VALUE);
         }
         check_host_access(&b, true)?;
-        let ev = rt::read_buffer(&q, &b, blocking_read != CL_FALSE, offset, size, ptr, waits)?;
+        let ev = rt::rw_buffer(
+            &q,
+            &b,
+            false,
+            blocking_read != CL_FALSE,
+            offset,
+            size,
+            ptr,
+            waits,
+        )?;
         return_event(ev, event);
         Ok(())
     })
@@ -94,7 +103,16 @@ pub unsafe extern "C" fn clEnqueueWriteBuffer(
             return Err(CL_INVALID_VALUE);
         }
         check_host_access(&b, false)?;
-        let ev = rt::write_buffer(&q, &b, blocking_write != CL_FALSE, offset, size, ptr, waits)?;
+        let ev = rt::rw_buffer(
+            &q,
+            &b,
+            true,
+            blocking_write != CL_FALSE,
+            offset,
+            size,
+            ptr as *mut c_void,
+            waits,
+        )?;
         return_event(ev, event);
         Ok(())
     })
