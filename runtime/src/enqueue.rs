@@ -136,6 +136,12 @@ fn issue(
                 }
             });
         }
+        if blocking {
+            // This job will block in the vendor: what it may wait for on this issuer's
+            // other queues must have reached the devices (a vendor may hold commands
+            // until a flush).
+            state.flush();
+        }
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let waits = VendorWaits::resolve(&deps, vctx, stream)?;
             let result = f(vqueue, &waits.list);

@@ -195,11 +195,18 @@ impl Event {
             // SAFETY: live vendor event; the trampoline takes back the Arc passed here.
             crate::check(unsafe { f(vendor.ev.0, CL_COMPLETE, Some(vendor_complete), raw) })
         });
-        if let Err(rc) = rc {
-            // SAFETY: the callback was not registered, so the reference is still ours.
-            drop(unsafe { Arc::from_raw(raw as *const Event) });
-            tracing::error!("vendor clSetEventCallback failed ({rc}); waiting on the event");
-            self.wait_vendor(vendor);
+        match rc {
+            // Some vendors (PoCL 3.1) never call back for an event already complete
+            // when the callback is registered, which the specification requires.
+            Ok(()) => {
+                self.poll();
+            }
+            Err(rc) => {
+                // SAFETY: the callback was not registered, so the reference is still ours.
+                drop(unsafe { Arc::from_raw(raw as *const Event) });
+                tracing::error!("vendor clSetEventCallback failed ({rc}); waiting on the event");
+                self.wait_vendor(vendor);
+            }
         }
     }
 

@@ -19,7 +19,8 @@ impl IssuerState {
         }
     }
 
-    fn flush(&mut self) {
+    /// Flushes the vendor queues touched so far.
+    pub fn flush(&mut self) {
         for q in self.dirty.drain(..) {
             if let Ok(f) = vfn!(q.0, clFlush) {
                 // SAFETY: a live vendor queue this issuer enqueued to.
