@@ -105,3 +105,24 @@ fn all_programs_have_tests() {
     ];
     assert_eq!(mirrorcl_tests::PROGRAMS, covered);
 }
+
+/// A configuration file (`MIRRORCL_CONFIG`, as in `cluster-configs/`) selects the
+/// devices: at most 2 of the 3 PoCL devices here.
+#[test]
+fn config_file_selects_devices() {
+    let dir = mirrorcl_tests::target_dir().join("ctests");
+    std::fs::create_dir_all(&dir).expect("ctests directory");
+    let path = dir.join("max-two-cpus.toml");
+    std::fs::write(
+        &path,
+        "[devices]\nplatforms = [\"Portable Computing Language\"]\ntypes = [\"cpu\"]\nmax_devices = 2\n",
+    )
+    .expect("write the configuration");
+    let path = path.to_str().expect("UTF-8 path");
+    check_program_with(
+        "vecadd_multi",
+        Way::Preload,
+        3,
+        &[("MIRRORCL_CONFIG", path), ("CTEST_EXPECT_DEVICES", "2")],
+    );
+}
