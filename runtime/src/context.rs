@@ -52,7 +52,30 @@ pub struct Context {
     transfer_queues: Mutex<HashMap<u32, TransferQueue>>,
     /// Buffers gone since the scheduler last ran, forgotten at its next run.
     released: Mutex<Vec<mirrorcl_scheduler::BufferId>>,
-    notify: Option<(ContextNotify, usize)>,
+    /// The application's error callback, handed to every vendor context (freed after
+    /// them).
+    notify: Option<usize>,
+}
+
+/// The application's `pfn_notify` and `user_data`, passed to vendor contexts so their
+/// error reports reach the application.
+pub struct NotifyTarget {
+    f: ContextNotify,
+    data: usize,
+}
+
+unsafe extern "C" fn forward_notify(
+    errinfo: *const libc::c_char,
+    private: *const c_void,
+    cb: usize,
+    target: *mut c_void,
+) {
+    // SAFETY: `target` is the NotifyTarget the context owns; it outlives its vendor contexts.
+    let t = unsafe { &*(target as *const NotifyTarget) };
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: the application's callback with its own user data.
+        unsafe { (t.f)(errinfo, private, cb, t.data as *mut c_void) }
+    });
 }
 
 impl_handle!(Context, Context, CL_INVALID_CONTEXT);
@@ -64,6 +87,12 @@ impl Context {
         notify: Option<(ContextNotify, *mut c_void)>,
     ) -> ClResult<Arc<Context>> {
         let platform = crate::platform::platform();
+        let target = notify.map(|(f, d)| {
+            Box::into_raw(Box::new(NotifyTarget {
+                f,
+                data: d as usize,
+            }))
+        });
         let mut vendor_contexts: Vec<VendorContext> = Vec::new();
         for d in &devices {
             match vendor_contexts.iter_mut().find(|v| v.group == d.group) {
@@ -92,13 +121,17 @@ impl Context {
                     props.as_ptr(),
                     vdevs.len() as cl_uint,
                     vdevs.as_ptr(),
-                    None,
-                    std::ptr::null_mut(),
+                    target.map(|_| forward_notify as unsafe extern "C" fn(_, _, _, _)),
+                    target.map_or(std::ptr::null_mut(), |t| t as *mut c_void),
                     &mut err,
                 )
             };
             if err != CL_SUCCESS || vctx.is_null() {
                 release_vendor_contexts(&vendor_contexts);
+                if let Some(t) = target {
+                    // SAFETY: allocated above; no vendor context holds it any more.
+                    drop(unsafe { Box::from_raw(t) });
+                }
                 return Err(if err == CL_SUCCESS {
                     CL_OUT_OF_RESOURCES
                 } else {
@@ -125,7 +158,7 @@ impl Context {
             scheduler: Mutex::new(scheduler),
             transfer_queues: Mutex::new(HashMap::new()),
             released: Mutex::new(Vec::new()),
-            notify: notify.map(|(f, d)| (f, d as usize)),
+            notify: target.map(|t| t as usize),
         }))
     }
 
@@ -173,15 +206,6 @@ impl Context {
         queues.insert(device.index, q);
         Ok(q)
     }
-
-    /// Reports an error through the application's context callback, if any.
-    pub fn notify(&self, message: &str) {
-        if let Some((f, data)) = self.notify {
-            let msg = std::ffi::CString::new(message).unwrap_or_default();
-            // SAFETY: the application's callback with its own user data.
-            unsafe { f(msg.as_ptr(), std::ptr::null(), 0, data as *mut c_void) };
-        }
-    }
 }
 
 /// A vendor in-order queue (`clCreateCommandQueue` is in every vendor's table).
@@ -217,5 +241,9 @@ impl Drop for Context {
             }
         }
         release_vendor_contexts(&self.vendor_contexts);
+        if let Some(t) = self.notify.take() {
+            // SAFETY: allocated in `new`; the vendor contexts using it are released.
+            drop(unsafe { Box::from_raw(t as *mut NotifyTarget) });
+        }
     }
 }
