@@ -5,7 +5,7 @@
 use crate::cl::*;
 use crate::device::Device;
 use crate::event::Event;
-use crate::object::{impl_handle, Header};
+use crate::object::{impl_handle, Destructors, Header};
 use crate::vendor::V;
 use crate::ClResult;
 use mirrorcl_scheduler::{DeviceDesc, Scheduler};
@@ -55,6 +55,8 @@ pub struct Context {
     /// The application's error callback, handed to every vendor context (freed after
     /// them).
     notify: Option<usize>,
+    /// `clSetContextDestructorCallback`.
+    pub destructors: Destructors,
 }
 
 /// The application's `pfn_notify` and `user_data`, passed to vendor contexts so their
@@ -159,6 +161,7 @@ impl Context {
             transfer_queues: Mutex::new(HashMap::new()),
             released: Mutex::new(Vec::new()),
             notify: target.map(|t| t as usize),
+            destructors: Destructors::default(),
         }))
     }
 
@@ -245,5 +248,7 @@ impl Drop for Context {
             // SAFETY: allocated in `new`; the vendor contexts using it are released.
             drop(unsafe { Box::from_raw(t as *mut NotifyTarget) });
         }
+        let handle = self as *mut Context as usize;
+        self.destructors.run(handle);
     }
 }

@@ -7,7 +7,7 @@
 use crate::cl::*;
 use crate::context::Context;
 use crate::device::Device;
-use crate::object::{impl_handle, Header};
+use crate::object::{impl_handle, Destructors, Header};
 use crate::vendor::V;
 use crate::ClResult;
 use mirrorcl_scheduler::{BufferId, Location};
@@ -18,8 +18,6 @@ use std::ffi::c_void;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-
-pub type MemDestructor = unsafe extern "C" fn(cl_mem, *mut c_void);
 
 /// Host copy alignment: a page, so vendors can use it for DMA.
 const HOST_ALIGN: usize = 4096;
@@ -56,7 +54,7 @@ pub struct Buffer {
     host: Mutex<Option<HostCopy>>,
     pub maps: Mutex<Vec<Mapping>>,
     pub map_count: AtomicU32,
-    destructors: Mutex<Vec<(MemDestructor, usize)>>,
+    pub destructors: Destructors,
 }
 
 // SAFETY: the host copy pointer is owned by the buffer and only accessed under the
@@ -122,7 +120,7 @@ impl Buffer {
             host: Mutex::new(host),
             maps: Mutex::new(Vec::new()),
             map_count: AtomicU32::new(0),
-            destructors: Mutex::new(Vec::new()),
+            destructors: Destructors::default(),
         }))
     }
 
@@ -150,7 +148,7 @@ impl Buffer {
             host: Mutex::new(None),
             maps: Mutex::new(Vec::new()),
             map_count: AtomicU32::new(0),
-            destructors: Mutex::new(Vec::new()),
+            destructors: Destructors::default(),
         })
     }
 
@@ -229,10 +227,6 @@ impl Buffer {
         Ok(host.as_ref().expect("set above").ptr)
     }
 
-    pub fn add_destructor(&self, f: MemDestructor, data: *mut c_void) {
-        self.destructors.lock().push((f, data as usize));
-    }
-
     pub fn retain_count(&self) -> u32 {
         self.header.count()
     }
@@ -262,12 +256,8 @@ impl Drop for Buffer {
             // SAFETY: allocated by alloc_host with this layout.
             unsafe { std::alloc::dealloc(ptr, layout) };
         }
-        let handle = self as *mut Buffer as cl_mem;
-        // Callbacks run in the reverse order of registration (OpenCL 1.2 §5.4.1).
-        for (f, data) in self.destructors.get_mut().drain(..).rev() {
-            // SAFETY: the application's callback with its own user data.
-            let _ = std::panic::catch_unwind(|| unsafe { f(handle, data as *mut c_void) });
-        }
+        let handle = self as *mut Buffer as usize;
+        self.destructors.run(handle);
     }
 }
 

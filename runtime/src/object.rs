@@ -60,6 +60,31 @@ impl Default for Header {
     }
 }
 
+/// An application callback run when an object is deleted (memory objects, contexts,
+/// programs: all handles are pointers, so one signature serves them all).
+pub type DestructorFn = unsafe extern "C" fn(*mut c_void, *mut c_void);
+
+/// The destructor callbacks registered on one object.
+#[derive(Default)]
+pub struct Destructors(parking_lot::Mutex<Vec<(DestructorFn, usize)>>);
+
+impl Destructors {
+    pub fn add(&self, f: DestructorFn, data: *mut c_void) {
+        self.0.lock().push((f, data as usize));
+    }
+
+    /// Runs the callbacks in the reverse order of registration (OpenCL 1.2 §5.4.1).
+    /// `handle` is the object's handle, as an address: the object is being deleted.
+    pub fn run(&mut self, handle: usize) {
+        for (f, data) in self.0.get_mut().drain(..).rev() {
+            // SAFETY: the application's callback with its own user data.
+            let _ = std::panic::catch_unwind(|| unsafe {
+                f(handle as *mut c_void, data as *mut c_void)
+            });
+        }
+    }
+}
+
 /// A live object of any kind, as held by the registry.
 #[derive(Clone)]
 pub enum Object {

@@ -4,7 +4,7 @@
 use crate::cl::*;
 use crate::context::Context;
 use crate::device::Device;
-use crate::object::{impl_handle, Header};
+use crate::object::{impl_handle, Destructors, Header};
 use crate::vendor::{query_bytes, V};
 use crate::ClResult;
 use parking_lot::Mutex;
@@ -36,6 +36,8 @@ pub struct Program {
     pub build: Mutex<BuildInfo>,
     /// Kernel objects created from this program (building then is CL_INVALID_OPERATION).
     pub kernels: AtomicU32,
+    /// `clSetProgramReleaseCallback`.
+    pub release_callbacks: Destructors,
 }
 
 impl_handle!(Program, Program, CL_INVALID_PROGRAM);
@@ -55,6 +57,7 @@ impl Program {
             vendor,
             build: Mutex::new(BuildInfo::default()),
             kernels: AtomicU32::new(0),
+            release_callbacks: Destructors::default(),
         })
     }
 
@@ -496,5 +499,7 @@ fn release_all(list: &[(u32, V)]) {
 impl Drop for Program {
     fn drop(&mut self) {
         release_all(&self.vendor);
+        let handle = self as *mut Program as usize;
+        self.release_callbacks.run(handle);
     }
 }

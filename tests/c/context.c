@@ -105,6 +105,58 @@ static void smoke(cl_context ctx)
     MUST(clReleaseMemObject(b));
 }
 
+/* OpenCL 3.0 / 2.2 entry points MirrorCL offers: declared here, the file targets 1.2. */
+extern CL_API_ENTRY cl_int CL_API_CALL clSetContextDestructorCallback(
+    cl_context, void(CL_CALLBACK *)(cl_context, void *), void *);
+extern CL_API_ENTRY cl_int CL_API_CALL clSetProgramReleaseCallback(
+    cl_program, void(CL_CALLBACK *)(cl_program, void *), void *);
+
+static int destroyed[4];
+static int destroy_order[4];
+static int destroy_count;
+
+static void CL_CALLBACK on_context_gone(cl_context c, void *user)
+{
+    (void)c;
+    int i = *(int *)user;
+    destroyed[i]++;
+    destroy_order[destroy_count++] = i;
+}
+
+static void CL_CALLBACK on_program_gone(cl_program p, void *user)
+{
+    (void)p;
+    int i = *(int *)user;
+    destroyed[i]++;
+    destroy_order[destroy_count++] = i;
+}
+
+/* Destructor callbacks of contexts and programs run once, when the object is deleted,
+ * the last registered first; they are MirrorCL-only here (a 1.2 platform need not
+ * offer them). */
+static void test_destructor_callbacks(cl_device_id dev)
+{
+    static int ids[4] = {0, 1, 2, 3};
+    cl_context c;
+    CREATE(c = clCreateContext(NULL, 1, &dev, NULL, NULL, &E));
+    const char *src = "__kernel void k(__global int* a) { a[0] = 1; }";
+    cl_program p;
+    CREATE(p = clCreateProgramWithSource(c, 1, &src, NULL, &E));
+    MUST(clSetProgramReleaseCallback(p, on_program_gone, &ids[2]));
+    MUST(clSetContextDestructorCallback(c, on_context_gone, &ids[0]));
+    MUST(clSetContextDestructorCallback(c, on_context_gone, &ids[1]));
+    CHECK(clSetContextDestructorCallback(c, NULL, NULL), CL_INVALID_VALUE);
+    MUST(clReleaseProgram(p));
+    CHECK_EQ(destroyed[2], 1);
+    CHECK_EQ(destroyed[0] + destroyed[1], 0);
+    MUST(clReleaseContext(c));
+    CHECK_EQ(destroyed[0], 1);
+    CHECK_EQ(destroyed[1], 1);
+    CHECK_EQ(destroy_count, 3);
+    CHECK_EQ(destroy_order[1], 1); /* the last registered runs first */
+    CHECK_EQ(destroy_order[2], 0);
+}
+
 int main(void)
 {
     ct_init("context");
@@ -126,6 +178,9 @@ int main(void)
     CHECK_EQ(refcount(ctx), 1);
     smoke(ctx);
     MUST(clReleaseContext(ctx));
+
+    if (ct_mirrorcl())
+        test_destructor_callbacks(devs[0]);
 
     /* clCreateContext with CL_CONTEXT_PLATFORM, callback and user data. */
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};

@@ -158,16 +158,15 @@ pub unsafe extern "C" fn clGetContextInfo(
 pub unsafe extern "C" fn clSetContextDestructorCallback(
     context: cl_context,
     pfn_notify: Option<unsafe extern "C" fn(cl_context, *mut c_void)>,
-    _user_data: *mut c_void,
+    user_data: *mut c_void,
 ) -> cl_int {
     entry(|| {
         platform();
-        Context::from_handle(context)?;
-        if pfn_notify.is_none() {
-            return Err(CL_INVALID_VALUE);
-        }
-        // An OpenCL 3.0 entry point; this is a 1.2 platform.
-        Err(CL_INVALID_OPERATION)
+        let ctx = Context::from_handle(context)?;
+        let f = pfn_notify.ok_or(CL_INVALID_VALUE)?;
+        // Runs when the context is deleted, after its objects are.
+        ctx.destructors.add(f, user_data);
+        Ok(())
     })
 }
 

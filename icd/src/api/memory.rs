@@ -4,7 +4,7 @@ use crate::info::Info;
 use crate::{entry, entry_obj, platform};
 use mirrorcl_runtime::cl::*;
 use mirrorcl_runtime::context::Context;
-use mirrorcl_runtime::memory::{Buffer, MemDestructor};
+use mirrorcl_runtime::memory::Buffer;
 use mirrorcl_runtime::object::Handle;
 use mirrorcl_runtime::ClResult;
 use std::ffi::c_void;
@@ -220,8 +220,8 @@ pub unsafe extern "C" fn clSetMemObjectDestructorCallback(
     entry(|| {
         platform();
         let b = Buffer::from_handle(memobj)?;
-        let f: MemDestructor = pfn_notify.ok_or(CL_INVALID_VALUE)?;
-        b.add_destructor(f, user_data);
+        let f = pfn_notify.ok_or(CL_INVALID_VALUE)?;
+        b.destructors.add(f, user_data);
         Ok(())
     })
 }

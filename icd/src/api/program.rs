@@ -687,3 +687,18 @@ pub unsafe extern "C" fn clGetKernelWorkGroupInfo(
         Info(bytes).write(param_value_size, param_value, param_value_size_ret)
     })
 }
+
+#[no_mangle]
+pub unsafe extern "C" fn clSetProgramReleaseCallback(
+    program: cl_program,
+    pfn_notify: Option<unsafe extern "C" fn(cl_program, *mut c_void)>,
+    user_data: *mut c_void,
+) -> cl_int {
+    entry(|| {
+        platform();
+        let p = Program::from_handle(program)?;
+        let f = pfn_notify.ok_or(CL_INVALID_VALUE)?;
+        p.release_callbacks.add(f, user_data);
+        Ok(())
+    })
+}

@@ -525,19 +525,6 @@ pub unsafe extern "C" fn clSetDefaultDeviceCommandQueue(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clSetProgramReleaseCallback(
-    program: cl_program,
-    _f: Option<unsafe extern "C" fn(cl_program, *mut c_void)>,
-    _d: *mut c_void,
-) -> cl_int {
-    entry(|| {
-        platform();
-        Program::from_handle(program)?;
-        Err(CL_INVALID_OPERATION)
-    })
-}
-
-#[no_mangle]
 pub unsafe extern "C" fn clSetProgramSpecializationConstant(
     program: cl_program,
     _id: cl_uint,
