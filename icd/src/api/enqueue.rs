@@ -48,6 +48,41 @@ fn check_host_access(b: &Buffer, read: bool) -> ClResult<()> {
     Ok(())
 }
 
+/// `clEnqueueReadBuffer` (`write == false`) and `clEnqueueWriteBuffer`.
+#[allow(clippy::too_many_arguments)]
+fn rw_buffer(
+    queue: cl_command_queue,
+    buffer: cl_mem,
+    write: bool,
+    blocking: cl_bool,
+    offset: usize,
+    size: usize,
+    ptr: *mut c_void,
+    n: cl_uint,
+    list: *const cl_event,
+    event: *mut cl_event,
+) -> ClResult<()> {
+    let (q, waits) = begin(queue, n, list)?;
+    let b = buffer_in(buffer, &q.context)?;
+    check_range(&b, offset, size)?;
+    if ptr.is_null() {
+        return Err(CL_INVALID_VALUE);
+    }
+    check_host_access(&b, !write)?;
+    let ev = rt::rw_buffer(
+        &q,
+        &b,
+        write,
+        blocking != CL_FALSE,
+        offset,
+        size,
+        ptr,
+        waits,
+    )?;
+    return_event(ev, event);
+    Ok(())
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn clEnqueueReadBuffer(
     queue: cl_command_queue,
@@ -61,25 +96,18 @@ pub unsafe extern "C" fn clEnqueueReadBuffer(
     event: *mut cl_event,
 ) -> cl_int {
     entry(|| {
-        let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
-        let b = buffer_in(buffer, &q.context)?;
-        check_range(&b, offset, size)?;
-        if ptr.is_null() {
-            return Err(CL_INVALID_VALUE);
-        }
-        check_host_access(&b, true)?;
-        let ev = rt::rw_buffer(
-            &q,
-            &b,
+        rw_buffer(
+            queue,
+            buffer,
             false,
-            blocking_read != CL_FALSE,
+            blocking_read,
             offset,
             size,
             ptr,
-            waits,
-        )?;
-        return_event(ev, event);
-        Ok(())
+            num_events_in_wait_list,
+            event_wait_list,
+            event,
+        )
     })
 }
 
@@ -96,25 +124,18 @@ pub unsafe extern "C" fn clEnqueueWriteBuffer(
     event: *mut cl_event,
 ) -> cl_int {
     entry(|| {
-        let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
-        let b = buffer_in(buffer, &q.context)?;
-        check_range(&b, offset, size)?;
-        if ptr.is_null() {
-            return Err(CL_INVALID_VALUE);
-        }
-        check_host_access(&b, false)?;
-        let ev = rt::rw_buffer(
-            &q,
-            &b,
+        rw_buffer(
+            queue,
+            buffer,
             true,
-            blocking_write != CL_FALSE,
+            blocking_write,
             offset,
             size,
             ptr as *mut c_void,
-            waits,
-        )?;
-        return_event(ev, event);
-        Ok(())
+            num_events_in_wait_list,
+            event_wait_list,
+            event,
+        )
     })
 }
 
