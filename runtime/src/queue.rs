@@ -27,6 +27,9 @@ pub struct Queue {
 
 impl_handle!(Queue, Queue, CL_INVALID_COMMAND_QUEUE);
 
+/// How many commands a queue tracks before it looks for completed ones to forget.
+const PRUNE_AT: usize = 1024;
+
 impl Queue {
     pub fn new(
         context: Arc<Context>,
@@ -58,14 +61,15 @@ impl Queue {
         self.inflight.lock().push_back(event);
     }
 
-    /// Forgets completed commands at the front, a few per call so that a burst of
-    /// enqueues does not poll the vendor for every command. Polling may complete events
+    /// Forgets completed commands at the front, only once many have gathered, so that a
+    /// burst of enqueues does not poll the vendor (and contend with its workers) for
+    /// every command. Polling may complete events
     /// and run their callbacks, so this is never called with the scheduler locked.
     pub fn prune(&self) {
-        for _ in 0..4 {
+        for _ in 0..64 {
             let front = {
                 let q = self.inflight.lock();
-                if q.len() < 32 {
+                if q.len() < PRUNE_AT {
                     return;
                 }
                 q.front().cloned()
