@@ -6,6 +6,7 @@ use crate::cl::*;
 use crate::context::{new_stream, Context};
 use crate::device::Device;
 use crate::event::{Event, VendorEvent};
+use crate::issuer::{IssuerState, Job, JobInfo};
 use crate::kernel::{ArgValue, Kernel, VendorArg};
 use crate::memory::{Buffer, Mapping};
 use crate::queue::Queue;
@@ -16,9 +17,9 @@ use std::ffi::c_void;
 use std::ops::Range;
 use std::sync::Arc;
 
-/// A vendor command: given the vendor queue and the vendor wait list, enqueue and return
-/// the vendor event. Runs on the issuer thread.
-pub type VendorWork = Box<dyn FnOnce(V, &[cl_event]) -> ClResult<V> + Send>;
+/// A vendor command: given the vendor queue, the vendor wait list and where to put the
+/// vendor event (NULL: none wanted), enqueue. Runs on the issuer thread.
+pub type VendorWork = Box<dyn FnOnce(V, &[cl_event], *mut cl_event) -> ClResult<()> + Send>;
 /// Host-side work run once the command's dependencies are done.
 pub type HostWork = Box<dyn FnOnce() + Send>;
 
@@ -124,7 +125,20 @@ fn issue(
     blocking: bool,
 ) {
     let stream = event.stream;
-    device.issuer().send(Box::new(move |state| {
+    let info = JobInfo {
+        vqueue,
+        event: Arc::as_ptr(&event) as usize,
+        may_share: !blocking
+            && !event.profiling
+            && matches!(
+                event.command_type,
+                CL_COMMAND_NDRANGE_KERNEL | CL_COMMAND_TASK
+            )
+            && deps.iter().all(|d| d.is_done()),
+        blocking,
+        deps: deps.iter().map(|d| Arc::as_ptr(d) as usize).collect(),
+    };
+    let run = move |state: &mut IssuerState, share: bool| {
         // A failed dependency fails this command, first (before any bridge below lets
         // the vendor go on), whatever the vendor then does with it: vendors differ in
         // how they treat commands behind a failed event (PoCL 3.1 asserts or runs them).
@@ -144,14 +158,26 @@ fn issue(
         }
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let waits = VendorWaits::resolve(&deps, vctx, stream)?;
-            let result = f(vqueue, &waits.list);
+            let mut ev: cl_event = std::ptr::null_mut();
+            let out = if share {
+                std::ptr::null_mut()
+            } else {
+                &mut ev as *mut cl_event
+            };
+            let result = f(vqueue, &waits.list, out);
             waits.release_own();
-            result
+            result.map(|()| ev)
         }));
         match result {
+            Ok(Ok(_)) if share => {
+                state.defer(vqueue, vctx, stream, event.clone());
+                state.touched(vqueue);
+            }
             Ok(Ok(vev)) => {
+                // Earlier commands first: whoever sees this one done may look at them.
+                state.back_with(vqueue, V(vev));
                 event.attach_vendor(VendorEvent {
-                    ev: vev,
+                    ev: V(vev),
                     vctx,
                     stream,
                 });
@@ -165,7 +191,11 @@ fn issue(
             Err(_) => event.complete(CL_OUT_OF_RESOURCES),
         }
         drop(keep_queue);
-    }));
+    };
+    device.issuer().send(Job {
+        info,
+        run: Box::new(run),
+    });
 }
 
 /// A vendor wait list for a command's dependencies. A dependency issued in the same
@@ -292,9 +322,8 @@ fn transfer(
                 let src_dev = ctx.device_by_index(s).expect("context device");
                 let src = root.instance(src_dev)?;
                 let dst = root.instance(&device)?;
-                Box::new(move |q, waits| {
+                Box::new(move |q, waits, out| {
                     let f = vfn!(q.0, clEnqueueCopyBuffer)?;
-                    let mut ev = std::ptr::null_mut();
                     // SAFETY: live vendor objects of one context; range inside both.
                     crate::check(unsafe {
                         f(
@@ -306,10 +335,10 @@ fn transfer(
                             len,
                             waits.len() as cl_uint,
                             wait_ptr(waits),
-                            &mut ev,
+                            out,
                         )
                     })?;
-                    Ok(V(ev))
+                    Ok(())
                 })
             }
             (from, _) => {
@@ -317,7 +346,9 @@ fn transfer(
                 let write = from == Location::Host;
                 let mem = root.instance(&device)?;
                 let host = root.host_copy()? as usize + offset;
-                Box::new(move |q, waits| vendor_rw(q, mem, write, false, offset, len, host, waits))
+                Box::new(move |q, waits, out| {
+                    vendor_rw(q, mem, write, false, offset, len, host, waits, out)
+                })
             }
         };
         Ok((tq, work))
@@ -402,8 +433,8 @@ fn vendor_rw(
     len: usize,
     host: usize,
     waits: &[cl_event],
-) -> ClResult<V> {
-    let mut ev = std::ptr::null_mut();
+    out: *mut cl_event,
+) -> ClResult<()> {
     let n = waits.len() as cl_uint;
     let rc = if write {
         let f = vfn!(q.0, clEnqueueWriteBuffer)?;
@@ -419,7 +450,7 @@ fn vendor_rw(
                 host as *const c_void,
                 n,
                 wait_ptr(waits),
-                &mut ev,
+                out,
             )
         }
     } else {
@@ -435,12 +466,12 @@ fn vendor_rw(
                 host as *mut c_void,
                 n,
                 wait_ptr(waits),
-                &mut ev,
+                out,
             )
         }
     };
     crate::check(rc)?;
-    Ok(V(ev))
+    Ok(())
 }
 
 /// `clEnqueueReadBuffer` (`write == false`) and `clEnqueueWriteBuffer`.
@@ -474,8 +505,8 @@ pub fn rw_buffer(
             at_host: false,
             blocking,
         },
-        Work::Vendor(Box::new(move |q, waits| {
-            vendor_rw(q, m, write, blocking, offset, size, ptr, waits)
+        Work::Vendor(Box::new(move |q, waits, out| {
+            vendor_rw(q, m, write, blocking, offset, size, ptr, waits, out)
         })),
     )?;
     finish_blocking(&event, blocking)?;
@@ -505,9 +536,8 @@ pub fn copy_buffer(
             at_host: false,
             blocking: false,
         },
-        Work::Vendor(Box::new(move |q, waits| {
+        Work::Vendor(Box::new(move |q, waits, out| {
             let f = vfn!(q.0, clEnqueueCopyBuffer)?;
-            let mut ev = std::ptr::null_mut();
             // SAFETY: validated ranges on live vendor buffers.
             crate::check(unsafe {
                 f(
@@ -519,10 +549,10 @@ pub fn copy_buffer(
                     size,
                     waits.len() as cl_uint,
                     wait_ptr(waits),
-                    &mut ev,
+                    out,
                 )
             })?;
-            Ok(V(ev))
+            Ok(())
         })),
     )
 }
@@ -571,8 +601,7 @@ pub fn rw_rect(
             at_host: false,
             blocking,
         },
-        Work::Vendor(Box::new(move |q, waits| {
-            let mut ev = std::ptr::null_mut();
+        Work::Vendor(Box::new(move |q, waits, out| {
             let n = waits.len() as cl_uint;
             // SAFETY: validated rectangles; the application keeps ptr valid until completion.
             let rc = if write {
@@ -592,7 +621,7 @@ pub fn rw_rect(
                         ptr as *const c_void,
                         n,
                         wait_ptr(waits),
-                        &mut ev,
+                        out,
                     )
                 }
             } else {
@@ -613,12 +642,12 @@ pub fn rw_rect(
                         ptr as *mut c_void,
                         n,
                         wait_ptr(waits),
-                        &mut ev,
+                        out,
                     )
                 }
             };
             crate::check(rc)?;
-            Ok(V(ev))
+            Ok(())
         })),
     )?;
     finish_blocking(&event, blocking)?;
@@ -648,9 +677,8 @@ pub fn copy_rect(
             at_host: false,
             blocking: false,
         },
-        Work::Vendor(Box::new(move |q, waits| {
+        Work::Vendor(Box::new(move |q, waits, out| {
             let f = vfn!(q.0, clEnqueueCopyBufferRect)?;
-            let mut ev = std::ptr::null_mut();
             // SAFETY: validated rectangles on live vendor buffers.
             crate::check(unsafe {
                 f(
@@ -666,10 +694,10 @@ pub fn copy_rect(
                     d.slice_pitch,
                     waits.len() as cl_uint,
                     wait_ptr(waits),
-                    &mut ev,
+                    out,
                 )
             })?;
-            Ok(V(ev))
+            Ok(())
         })),
     )
 }
@@ -692,9 +720,8 @@ pub fn fill_buffer(
             at_host: false,
             blocking: false,
         },
-        Work::Vendor(Box::new(move |q, waits| {
+        Work::Vendor(Box::new(move |q, waits, out| {
             let f = vfn!(q.0, clEnqueueFillBuffer)?;
-            let mut ev = std::ptr::null_mut();
             // SAFETY: validated pattern and range; the vendor copies the pattern.
             crate::check(unsafe {
                 f(
@@ -706,10 +733,10 @@ pub fn fill_buffer(
                     size,
                     waits.len() as cl_uint,
                     wait_ptr(waits),
-                    &mut ev,
+                    out,
                 )
             })?;
-            Ok(V(ev))
+            Ok(())
         })),
     )
 }
@@ -835,12 +862,11 @@ pub fn migrate(
     let work = if to_host {
         Work::Host(None)
     } else {
-        Work::Vendor(Box::new(|q, waits| {
+        Work::Vendor(Box::new(|q, waits, out| {
             let f = vfn!(q.0, clEnqueueMarkerWithWaitList)?;
-            let mut ev = std::ptr::null_mut();
             // SAFETY: live vendor queue and events.
-            crate::check(unsafe { f(q.0, waits.len() as cl_uint, wait_ptr(waits), &mut ev) })?;
-            Ok(V(ev))
+            crate::check(unsafe { f(q.0, waits.len() as cl_uint, wait_ptr(waits), out) })?;
+            Ok(())
         }))
     };
     submit(
@@ -910,10 +936,9 @@ pub fn ndrange(
             at_host: false,
             blocking: false,
         },
-        Work::Vendor(Box::new(move |q, waits| {
+        Work::Vendor(Box::new(move |q, waits, out| {
             let vk = k.apply_args(&device, &vendor_args)?;
             let f = vfn!(q.0, clEnqueueNDRangeKernel)?;
-            let mut ev = std::ptr::null_mut();
             let off = offset.as_ref().map_or(std::ptr::null(), |o| o.as_ptr());
             let loc = local.as_ref().map_or(std::ptr::null(), |l| l.as_ptr());
             // SAFETY: validated dimensions and sizes; arguments set above.
@@ -927,10 +952,10 @@ pub fn ndrange(
                     loc,
                     waits.len() as cl_uint,
                     wait_ptr(waits),
-                    &mut ev,
+                    out,
                 )
             })?;
-            Ok(V(ev))
+            Ok(())
         })),
     )
 }

@@ -2,14 +2,31 @@
 //! vendor queues. Commands arrive in schedule order over a channel; after each batch the
 //! vendor queues it touched are flushed, so bursts are submitted together.
 
+use crate::cl::*;
+use crate::event::{Event, VendorEvent};
 use crate::vendor::V;
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// State an issuer job may use: which vendor queues need a flush at the end of the batch.
+/// Commands issued on one vendor queue without a vendor event of their own, waiting for
+/// the next command on that queue that has one.
+struct Deferred {
+    vqueue: V,
+    vctx: V,
+    stream: u64,
+    events: Vec<Arc<Event>>,
+}
+
+/// State an issuer job may use: the vendor queues to flush at the end of the batch, and
+/// the kernels issued without a vendor event of their own. Asking a vendor for an event
+/// per command is costly (NVIDIA records one per command), so within a batch a kernel
+/// launch that a later command of the same batch on the same in-order vendor queue will
+/// follow shares that command's event (see `run`).
 #[derive(Default)]
 pub struct IssuerState {
     dirty: Vec<V>,
+    deferred: Vec<Deferred>,
 }
 
 impl IssuerState {
@@ -19,8 +36,49 @@ impl IssuerState {
         }
     }
 
-    /// Flushes the vendor queues touched so far.
+    /// `event`'s command went to `vqueue` without a vendor event: it completes with the
+    /// next command there that has one.
+    pub fn defer(&mut self, vqueue: V, vctx: V, stream: u64, event: Arc<Event>) {
+        match self.deferred.iter_mut().find(|d| d.vqueue == vqueue) {
+            Some(d) => d.events.push(event),
+            None => self.deferred.push(Deferred {
+                vqueue,
+                vctx,
+                stream,
+                events: vec![event],
+            }),
+        }
+    }
+
+    /// A command on `vqueue` got its own vendor event `ev`: the deferred commands before
+    /// it on that in-order queue complete with it. Called before that command's own
+    /// event is attached, so whoever sees it done also finds them done.
+    pub fn back_with(&mut self, vqueue: V, ev: V) {
+        let Some(i) = self.deferred.iter().position(|d| d.vqueue == vqueue) else {
+            return;
+        };
+        let d = self.deferred.swap_remove(i);
+        let Ok(retain) = vfn!(ev.0, clRetainEvent) else {
+            finish_deferred(d);
+            return;
+        };
+        for e in &d.events {
+            // SAFETY: a live vendor event; each MirrorCL event releases its reference.
+            unsafe { retain(ev.0) };
+            e.attach_vendor(VendorEvent {
+                ev,
+                vctx: d.vctx,
+                stream: d.stream,
+            });
+        }
+    }
+
+    /// Flushes the vendor queues touched so far. Deferred commands are backed within
+    /// their batch; any left (the command meant to back them failed) are waited for.
     pub fn flush(&mut self) {
+        for d in self.deferred.drain(..) {
+            finish_deferred(d);
+        }
         for q in self.dirty.drain(..) {
             if let Ok(f) = vfn!(q.0, clFlush) {
                 // SAFETY: a live vendor queue this issuer enqueued to.
@@ -30,7 +88,38 @@ impl IssuerState {
     }
 }
 
-pub type Job = Box<dyn FnOnce(&mut IssuerState) + Send>;
+/// Completes deferred commands whose backing command failed: waits for their queue.
+fn finish_deferred(d: Deferred) {
+    let status = match vfn!(d.vqueue.0, clFinish) {
+        // SAFETY: a live vendor queue.
+        Ok(f) if unsafe { f(d.vqueue.0) } == CL_SUCCESS => CL_COMPLETE,
+        _ => CL_OUT_OF_RESOURCES,
+    };
+    for e in &d.events {
+        e.complete(status);
+    }
+}
+
+/// What the issuer knows of a job before running it, to decide which kernels may share
+/// a later command's vendor event.
+pub struct JobInfo {
+    pub vqueue: V,
+    /// The command's event (by address), for the dependency check.
+    pub event: usize,
+    /// A kernel launch on a non-profiling queue, not blocking, with every dependency done
+    /// when it was scheduled.
+    pub may_share: bool,
+    /// The job blocks in the vendor: nothing before it in the batch may wait on it.
+    pub blocking: bool,
+    /// The events (by address) it waits for.
+    pub deps: Vec<usize>,
+}
+
+pub struct Job {
+    pub info: JobInfo,
+    /// Runs the job; the flag says whether it shares a later command's vendor event.
+    pub run: Box<dyn FnOnce(&mut IssuerState, bool) + Send>,
+}
 
 pub struct Issuer {
     tx: Sender<Job>,
@@ -55,22 +144,51 @@ impl Issuer {
 
 fn run(rx: Receiver<Job>, spin: Duration) {
     let mut state = IssuerState::default();
+    let mut batch: Vec<Job> = Vec::new();
     loop {
-        let job = match next_job(&rx, spin) {
-            Some(job) => job,
+        match next_job(&rx, spin) {
+            Some(job) => batch.push(job),
             None => return,
-        };
-        run_job(job, &mut state);
+        }
         while let Ok(job) = rx.try_recv() {
-            run_job(job, &mut state);
+            batch.push(job);
+        }
+        let share = sharing(&batch);
+        for (job, share) in batch.drain(..).zip(share) {
+            run_job(job, share, &mut state);
         }
         state.flush();
     }
 }
 
-fn run_job(job: Job, state: &mut IssuerState) {
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(state))).is_err() {
-        tracing::error!("an issuer job panicked; its command was failed");
+/// Which jobs of a batch issue without a vendor event of their own: a kernel launch
+/// that a later job of the batch on the same vendor queue follows (its event then
+/// stands for both), that no later job of the batch waits for, and that no blocking job
+/// follows (a blocking job must find everything before it backed).
+fn sharing(batch: &[Job]) -> Vec<bool> {
+    let mut share = vec![false; batch.len()];
+    let mut later_queues: Vec<V> = Vec::new();
+    let mut waited_for: rustc_hash::FxHashSet<usize> = Default::default();
+    let mut blocking_later = false;
+    for (i, job) in batch.iter().enumerate().rev() {
+        let info = &job.info;
+        share[i] = info.may_share
+            && !blocking_later
+            && later_queues.contains(&info.vqueue)
+            && !waited_for.contains(&info.event);
+        if !later_queues.contains(&info.vqueue) {
+            later_queues.push(info.vqueue);
+        }
+        waited_for.extend(info.deps.iter().copied());
+        blocking_later |= info.blocking;
+    }
+    share
+}
+
+fn run_job(job: Job, share: bool, state: &mut IssuerState) {
+    let run = job.run;
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(state, share))).is_err() {
+        tracing::error!("an issuer job panicked");
     }
 }
 
