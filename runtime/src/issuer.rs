@@ -115,10 +115,12 @@ pub struct JobInfo {
     pub deps: Vec<usize>,
 }
 
+/// Runs a job; the flag says whether it shares a later command's vendor event.
+pub type JobRun = Box<dyn FnOnce(&mut IssuerState, bool) + Send>;
+
 pub struct Job {
     pub info: JobInfo,
-    /// Runs the job; the flag says whether it shares a later command's vendor event.
-    pub run: Box<dyn FnOnce(&mut IssuerState, bool) + Send>,
+    pub run: JobRun,
 }
 
 pub struct Issuer {
