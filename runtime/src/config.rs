@@ -56,7 +56,7 @@ impl Default for DeviceSelection {
 impl Default for RuntimeSettings {
     fn default() -> Self {
         RuntimeSettings {
-            spin_us: 50,
+            spin_us: 150,
             wait_timeout_s: 600,
             context_per_device: false,
         }
