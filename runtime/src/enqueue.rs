@@ -20,12 +20,12 @@ use std::sync::Arc;
 /// A vendor command: given the vendor queue, the vendor wait list and where to put the
 /// vendor event (NULL: none wanted), enqueue. Runs on the issuer thread.
 pub type VendorWork = Box<dyn FnOnce(V, &[cl_event], *mut cl_event) -> ClResult<()> + Send>;
-/// Host-side work run once the command's dependencies are done.
-pub type HostWork = Box<dyn FnOnce() + Send>;
 
 pub enum Work {
     Vendor(VendorWork),
-    Host(Option<HostWork>),
+    /// Nothing to run: the command is done when its dependencies are (maps, unmaps,
+    /// markers, migrations to the host).
+    Host,
 }
 
 /// One command as the scheduler sees it.
@@ -101,12 +101,12 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             );
             None
         }
-        Work::Host(action) => Some((deps, action)),
+        Work::Host => Some(deps),
     };
     drop(sched);
     // Completions run callbacks (the application's among them): never under the lock.
-    if let Some((deps, action)) = host_work {
-        event.complete_after(deps, action);
+    if let Some(deps) = host_work {
+        event.complete_after(deps);
     }
     queue.prune();
     Ok(event)
@@ -771,7 +771,7 @@ pub fn map_buffer(
             at_host: true,
             blocking: false,
         },
-        Work::Host(None),
+        Work::Host,
     )?;
     buffer.maps.lock().push(Mapping {
         ptr: ptr as usize,
@@ -811,7 +811,7 @@ pub fn unmap(
             at_host: true,
             blocking: false,
         },
-        Work::Host(None),
+        Work::Host,
     )
 }
 
@@ -836,7 +836,7 @@ pub fn marker(
             at_host: true,
             blocking: false,
         },
-        Work::Host(None),
+        Work::Host,
     )
 }
 
@@ -860,7 +860,7 @@ pub fn migrate(
     // The transfers the scheduler plans are the migration; what remains on the device
     // is a marker that orders the queue.
     let work = if to_host {
-        Work::Host(None)
+        Work::Host
     } else {
         Work::Vendor(Box::new(|q, waits, out| {
             let f = vfn!(q.0, clEnqueueMarkerWithWaitList)?;

@@ -353,25 +353,18 @@ impl Event {
         f(self.status());
     }
 
-    /// Completes this event after all of `deps`, first running `action` (host-side work,
-    /// such as a copy out of the host copy). A failed dependency fails this event.
-    pub fn complete_after(
-        self: &Arc<Self>,
-        deps: Vec<Arc<Event>>,
-        action: Option<Box<dyn FnOnce() + Send>>,
-    ) {
+    /// Completes this event after all of `deps`; a failed dependency fails it.
+    pub fn complete_after(self: &Arc<Self>, deps: Vec<Arc<Event>>) {
         self.advance(CL_SUBMITTED);
         struct Join {
             event: Arc<Event>,
             remaining: AtomicI32,
             error: AtomicI32,
-            action: Mutex<Option<Box<dyn FnOnce() + Send>>>,
         }
         let join = Arc::new(Join {
             event: self.clone(),
             remaining: AtomicI32::new(deps.len() as i32 + 1),
             error: AtomicI32::new(0),
-            action: Mutex::new(action),
         });
         let arrive = |join: &Arc<Join>, status: cl_int| {
             if status < 0 {
@@ -381,14 +374,7 @@ impl Event {
                 );
             }
             if join.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                let error = join.error.load(Ordering::Acquire);
-                if error == 0 {
-                    join.event.advance(CL_RUNNING);
-                    if let Some(action) = join.action.lock().take() {
-                        action();
-                    }
-                }
-                join.event.complete(error);
+                join.event.complete(join.error.load(Ordering::Acquire));
             }
         };
         for dep in deps {

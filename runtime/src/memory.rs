@@ -227,6 +227,11 @@ impl Buffer {
         Ok(host.as_ref().expect("set above").ptr)
     }
 
+    /// `CL_MEM_MAP_COUNT`: maps not yet unmapped.
+    pub fn mappings(&self) -> u32 {
+        self.map_count.load(Ordering::Acquire)
+    }
+
     pub fn retain_count(&self) -> u32 {
         self.header.count()
     }
@@ -259,9 +264,4 @@ impl Drop for Buffer {
         let handle = self as *mut Buffer as usize;
         self.destructors.run(handle);
     }
-}
-
-/// Reads the parent/sub relation count for CL_MEM_REFERENCE_COUNT and friends.
-pub fn map_count(buffer: &Buffer) -> u32 {
-    buffer.map_count.load(Ordering::Acquire)
 }

@@ -196,7 +196,7 @@ pub unsafe extern "C" fn clGetMemObjectInfo(
             CL_MEM_FLAGS => Info::value::<cl_mem_flags>(b.flags),
             CL_MEM_SIZE => Info::value::<usize>(b.size),
             CL_MEM_HOST_PTR => Info::value::<*mut c_void>(b.host_ptr as *mut c_void),
-            CL_MEM_MAP_COUNT => Info::value::<cl_uint>(mirrorcl_runtime::memory::map_count(&b)),
+            CL_MEM_MAP_COUNT => Info::value::<cl_uint>(b.mappings()),
             CL_MEM_REFERENCE_COUNT => Info::value::<cl_uint>(b.retain_count()),
             CL_MEM_CONTEXT => Info::value(b.context.handle()),
             CL_MEM_ASSOCIATED_MEMOBJECT => Info::value::<cl_mem>(

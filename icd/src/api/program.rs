@@ -255,7 +255,10 @@ pub unsafe extern "C" fn clLinkProgram(
     user_data: *mut c_void,
     errcode_ret: *mut cl_int,
 ) -> cl_program {
-    entry_obj(errcode_ret, || {
+    // A failed link still returns the program, so that its log can be read, with
+    // CL_LINK_PROGRAM_FAILURE.
+    let mut failed = false;
+    let handle = entry_obj(errcode_ret, || {
         platform();
         let ctx = Context::from_handle(context)?;
         if (device_list_ptr.is_null() && num_devices > 0)
@@ -281,41 +284,19 @@ pub unsafe extern "C" fn clLinkProgram(
             return Err(CL_INVALID_PROGRAM);
         }
         let linked = Program::link(ctx, devices, &options_text(options), &inputs)?;
-        let failed = linked.devices.iter().any(|d| !linked.is_built_for(d));
+        failed = linked.devices.iter().any(|d| !linked.is_built_for(d));
         let handle = Program::into_handle(linked);
         if let Some(f) = pfn_notify {
             // SAFETY: the application's callback.
             unsafe { f(handle, user_data) };
         }
-        if failed {
-            // The program is returned so that its log can be read, with the error.
-            if !errcode_ret.is_null() {
-                // SAFETY: valid out-pointer.
-                unsafe { *errcode_ret = CL_LINK_PROGRAM_FAILURE };
-            }
-        }
         Ok(handle)
-    })
-    .pipe_link_status(errcode_ret)
-}
-
-trait LinkStatus {
-    fn pipe_link_status(self, errcode_ret: *mut cl_int) -> Self;
-}
-
-impl LinkStatus for cl_program {
-    /// Keeps CL_LINK_PROGRAM_FAILURE that the closure set after returning the program.
-    fn pipe_link_status(self, errcode_ret: *mut cl_int) -> Self {
-        if !self.is_null() && !errcode_ret.is_null() {
-            if let Ok(p) = Program::from_handle(self) {
-                if p.devices.iter().any(|d| !p.is_built_for(d)) {
-                    // SAFETY: valid out-pointer.
-                    unsafe { *errcode_ret = CL_LINK_PROGRAM_FAILURE };
-                }
-            }
-        }
-        self
+    });
+    if failed && !errcode_ret.is_null() {
+        // SAFETY: valid out-pointer.
+        unsafe { *errcode_ret = CL_LINK_PROGRAM_FAILURE };
     }
+    handle
 }
 
 #[no_mangle]
