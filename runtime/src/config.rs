@@ -25,6 +25,19 @@ pub struct DeviceSelection {
     /// Use at most this many devices per vendor platform; 0 = no limit
     /// (`MIRRORCL_MAX_DEVICES`).
     pub max_devices: usize,
+    /// Whether ranks sharing a host each use all of its CPU devices ("per-rank", the
+    /// default: every rank has its own CPU device) or split them like GPUs ("split")
+    /// (`MIRRORCL_CPU_DEVICES`). GPUs and accelerators are always split by node-local
+    /// rank, so each is owned by exactly one rank.
+    pub cpu: CpuSharing,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpuSharing {
+    #[default]
+    PerRank,
+    Split,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -40,6 +53,17 @@ pub struct RuntimeSettings {
     /// (`MIRRORCL_CONTEXT_PER_DEVICE=1`): data then moves between any two devices
     /// through the host copy, as between vendors.
     pub context_per_device: bool,
+    /// Whether to run as a cluster over MPI: "auto" (when started by an MPI launcher or
+    /// when the program initialised MPI itself) or "off" (`MIRRORCL_MPI`).
+    pub mpi: MpiMode,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MpiMode {
+    #[default]
+    Auto,
+    Off,
 }
 
 impl Default for DeviceSelection {
@@ -49,6 +73,7 @@ impl Default for DeviceSelection {
             platforms: Vec::new(),
             types: vec!["all".into()],
             max_devices: 0,
+            cpu: CpuSharing::PerRank,
         }
     }
 }
@@ -59,6 +84,7 @@ impl Default for RuntimeSettings {
             spin_us: 150,
             wait_timeout_s: 600,
             context_per_device: false,
+            mpi: MpiMode::Auto,
         }
     }
 }
@@ -112,6 +138,20 @@ impl Config {
         }
         if let Some(v) = env("MIRRORCL_CONTEXT_PER_DEVICE") {
             config.runtime.context_per_device = matches!(v.as_str(), "1" | "true" | "yes");
+        }
+        if let Some(v) = env("MIRRORCL_CPU_DEVICES") {
+            config.devices.cpu = match v.as_str() {
+                "per-rank" => CpuSharing::PerRank,
+                "split" => CpuSharing::Split,
+                _ => return Err(format!("MIRRORCL_CPU_DEVICES={v}: use per-rank or split")),
+            };
+        }
+        if let Some(v) = env("MIRRORCL_MPI") {
+            config.runtime.mpi = match v.as_str() {
+                "auto" => MpiMode::Auto,
+                "off" | "0" => MpiMode::Off,
+                _ => return Err(format!("MIRRORCL_MPI={v}: use auto or off")),
+            };
         }
         config.device_type_mask()?;
         Ok(config)

@@ -96,7 +96,7 @@ impl Context {
             }))
         });
         let mut vendor_contexts: Vec<VendorContext> = Vec::new();
-        for d in &devices {
+        for d in devices.iter().filter(|d| d.local) {
             match vendor_contexts.iter_mut().find(|v| v.group == d.group) {
                 Some(v) => v.devices.push(d.clone()),
                 None => vendor_contexts.push(VendorContext {
@@ -148,7 +148,7 @@ impl Context {
                 d.index,
                 DeviceDesc {
                     owner: d.owner,
-                    group: d.group,
+                    group: d.owner_group,
                 },
             );
         }
@@ -200,6 +200,7 @@ impl Context {
         if let Some(q) = queues.get(&device.index) {
             return Ok(*q);
         }
+        debug_assert!(device.local, "transfers run on actual devices only");
         let vctx = self.vendor_context(device).vctx;
         let vqueue = create_vendor_queue(vctx, device.vdev, 0)?;
         let q = TransferQueue {

@@ -7,10 +7,14 @@ use crate::cl::*;
 use crate::issuer::Issuer;
 use crate::object::{impl_handle, Header};
 use crate::vendor::{query_bytes, V};
+use crate::wire::{Reader, Writer};
 use crate::ClResult;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
+
+/// The `group` of every virtual device: no vendor context of this rank has it.
+pub const VIRTUAL_GROUP: u32 = u32::MAX;
 
 /// Device queries captured at start-up: every OpenCL 1.2 `cl_device_info`.
 pub const DEVICE_INFO_1_2: std::ops::RangeInclusive<cl_device_info> = 0x1000..=0x1049;
@@ -37,12 +41,22 @@ pub struct Device {
     pub index: u32,
     /// The rank owning the actual device.
     pub owner: u32,
+    /// Owned by this rank (an actual device); otherwise a virtual device, never driven
+    /// here.
+    pub local: bool,
+    /// The owner's host name and the vendor platform's name, for device tables.
+    pub host: String,
+    pub vendor_name: String,
     /// Index of the vendor platform in `Platform::vendors`.
     pub vendor: u32,
     /// Devices with equal groups share one vendor context in a MirrorCL context (and
     /// copy between each other directly): the vendor's index, or a group per device
     /// with `context_per_device`.
     pub group: u32,
+    /// The group on the owner (`group` there): what the scheduler compares, the same
+    /// on every rank. A virtual device's `group` is `VIRTUAL_GROUP`, which no vendor
+    /// context here has.
+    pub owner_group: u32,
     pub vdev: V,
     pub parent: Option<Arc<Device>>,
     /// The partition properties this sub-device was created with.
@@ -79,9 +93,12 @@ fn text(s: &str) -> Vec<u8> {
 impl Device {
     /// Captures an actual vendor device. Queries whose answers are MirrorCL handles or
     /// live counts (platform, reference count) are answered by the ICD layer.
+    #[allow(clippy::too_many_arguments)]
     pub fn capture(
         index: u32,
         owner: u32,
+        host: &str,
+        vendor_name: &str,
         vendor: u32,
         group: u32,
         vdev: V,
@@ -170,14 +187,178 @@ impl Device {
             header: Header::new(),
             index,
             owner,
+            local: true,
+            host: host.to_string(),
+            vendor_name: vendor_name.to_string(),
             vendor,
             group,
+            owner_group: group,
             vdev,
             parent,
             partition,
             info,
             issuer: OnceLock::new(),
         })
+    }
+
+    /// This device's description for the other ranks: everything a virtual device of it
+    /// answers.
+    pub fn describe(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u32(self.owner)
+            .u32(self.owner_group)
+            .str(&self.host)
+            .str(&self.vendor_name)
+            .u32(self.info.len() as u32);
+        let mut params: Vec<_> = self.info.keys().copied().collect();
+        params.sort_unstable();
+        for p in params {
+            w.u32(p).bytes(&self.info[&p]);
+        }
+        w.0
+    }
+
+    /// A virtual device from another rank's description. Its vendor index and handle
+    /// are meaningless here: nothing is ever issued to it on this rank.
+    pub fn from_description(index: u32, r: &mut Reader) -> Device {
+        let owner = r.u32();
+        let owner_group = r.u32();
+        let host = r.str();
+        let vendor_name = r.str();
+        let n = r.u32();
+        let info = (0..n).map(|_| (r.u32(), r.bytes())).collect();
+        Device {
+            header: Header::new(),
+            index,
+            owner,
+            local: false,
+            host,
+            vendor_name,
+            vendor: u32::MAX,
+            group: VIRTUAL_GROUP,
+            owner_group,
+            vdev: V::NULL,
+            parent: None,
+            partition: Vec::new(),
+            info,
+            issuer: OnceLock::new(),
+        }
+    }
+
+    /// `clCreateSubDevices` (`props` zero-terminated): the owner partitions its actual
+    /// device and every rank learns the result from it, so sub-device indexes and
+    /// answers agree everywhere. Only counts when `create` is false.
+    pub fn create_sub_devices(
+        parent: &Arc<Device>,
+        props: &[cl_device_partition_property],
+        create: bool,
+    ) -> ClResult<(u32, Vec<Arc<Device>>)> {
+        let platform = crate::platform::platform();
+        let node = crate::node::node();
+        let partition: Vec<_> = props[..props.len() - 1].to_vec();
+        let mut local: ClResult<(u32, Vec<Device>)> = Err(CL_INVALID_DEVICE);
+        if parent.local {
+            local = (|| {
+                let f = vfn!(parent.vdev.0, clCreateSubDevices)?;
+                let mut n: cl_uint = 0;
+                // SAFETY: counting call with a zero-terminated property list.
+                crate::check(unsafe {
+                    f(
+                        parent.vdev.0,
+                        props.as_ptr(),
+                        0,
+                        std::ptr::null_mut(),
+                        &mut n,
+                    )
+                })?;
+                if !create {
+                    return Ok((n, Vec::new()));
+                }
+                let mut vsubs = vec![std::ptr::null_mut(); n as usize];
+                // SAFETY: n writable entries.
+                crate::check(unsafe {
+                    f(
+                        parent.vdev.0,
+                        props.as_ptr(),
+                        n,
+                        vsubs.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    )
+                })?;
+                let subs = vsubs
+                    .into_iter()
+                    .map(|v| {
+                        Device::capture(
+                            0,
+                            parent.owner,
+                            &parent.host,
+                            &parent.vendor_name,
+                            parent.vendor,
+                            parent.group,
+                            V(v),
+                            Some(parent.clone()),
+                            partition.clone(),
+                        )
+                    })
+                    .collect::<ClResult<Vec<_>>>()?;
+                Ok((n, subs))
+            })();
+        }
+        let (n, descriptions, mut actual) = if node.is_cluster() {
+            let mut w = Writer::default();
+            if parent.local {
+                match &local {
+                    Ok((n, subs)) => {
+                        w.i32(CL_SUCCESS).u32(*n);
+                        for d in subs {
+                            w.bytes(&d.describe());
+                        }
+                    }
+                    Err(rc) => {
+                        w.i32(*rc);
+                    }
+                }
+            }
+            let all = node.all_gather(&w.0);
+            let mut r = Reader::new(&all[parent.owner as usize]);
+            crate::check(r.i32())?;
+            let n = r.u32();
+            let descs: Vec<Vec<u8>> = (0..if create { n } else { 0 }).map(|_| r.bytes()).collect();
+            (n, descs, local.ok().map(|(_, s)| s).unwrap_or_default())
+        } else {
+            let (n, subs) = local?;
+            (n, Vec::new(), subs)
+        };
+        if !create {
+            return Ok((n, Vec::new()));
+        }
+        let mut out = Vec::with_capacity(n as usize);
+        for k in 0..n as usize {
+            let index = platform.new_device_index();
+            let mut d = if parent.local {
+                std::mem::replace(
+                    &mut actual[k],
+                    Device::from_description(0, &mut Reader::new(&[])),
+                )
+            } else {
+                let mut d = Device::from_description(index, &mut Reader::new(&descriptions[k]));
+                d.info
+                    .insert(CL_DEVICE_PARENT_DEVICE, as_bytes(parent.handle_ptr()));
+                d.parent = Some(parent.clone());
+                d.partition = partition.clone();
+                d
+            };
+            d.index = index;
+            if parent.local {
+                d.group = platform.group_for(parent.vendor, index);
+                d.owner_group = d.group;
+            } else if d.owner_group & 0x8000_0000 != 0 {
+                // The owner gives every device its own group (context_per_device).
+                d.owner_group = 0x8000_0000 | index;
+            }
+            out.push(Arc::new(d));
+        }
+        Ok((n, out))
     }
 
     /// Leaves `CL_DEVICE_TYPE_DEFAULT` to one device of the platform: each vendor

@@ -5,11 +5,13 @@
 use crate::cl::*;
 use crate::context::{new_stream, Context};
 use crate::device::Device;
-use crate::event::{Event, VendorEvent};
+use crate::event::{command_name, Event, VendorEvent};
 use crate::issuer::{IssuerState, Job, JobInfo};
 use crate::kernel::{ArgValue, Kernel, VendorArg};
 use crate::memory::{Buffer, Mapping};
+use crate::node::What;
 use crate::queue::Queue;
+use crate::remote::{self, HostSpan, Staging};
 use crate::vendor::V;
 use crate::ClResult;
 use mirrorcl_scheduler::{Access, Location, Mode, Step};
@@ -40,6 +42,9 @@ pub struct Command {
     /// A blocking read or write: the vendor call itself blocks on the issuer, which is
     /// the vendor's fastest path for the host to get the bytes.
     pub blocking: bool,
+    /// A read: the host memory it fills, which every rank must see (the owner reads and
+    /// sends the bytes to every other rank).
+    pub fills_host: Option<HostSpan>,
 }
 
 fn root_arc(b: &Arc<Buffer>) -> Arc<Buffer> {
@@ -47,6 +52,10 @@ fn root_arc(b: &Arc<Buffer>) -> Arc<Buffer> {
 }
 
 /// Plans and submits a command; returns its event.
+///
+/// On every rank alike: the scheduler plans the command and its transfers. Then only the
+/// owner of the queue's device runs it; elsewhere it is bookkeeping that completes after
+/// its dependencies, except that a read's bytes reach every rank (the owner sends them).
 pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let queue = cmd.queue.clone();
     let cmd_blocking = cmd.blocking;
@@ -81,13 +90,27 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     });
     deps.extend(conflicts);
     if let Some(prev) = queue.last() {
-        if prev.stream != stream {
+        // A virtual device's queue has no vendor queue to keep it in order, and a read
+        // whose bytes are still being sent outlives its vendor command.
+        if prev.stream != stream || !device.local || prev.outlives_vendor() {
             deps.push(prev);
         }
     }
     queue.record(event.clone());
-    let host_work = match work {
-        Work::Vendor(f) => {
+    let node = crate::node::node();
+    let shared_read = cmd
+        .fills_host
+        .filter(|_| node.is_cluster())
+        .map(|span| (span, node.next_tag()));
+    let what = || What {
+        command: command_name(cmd.command_type),
+        buffer: accesses.first().map_or(0, |a| a.buffer),
+        offset: accesses.first().map_or(0, |a| a.range.start),
+        len: accesses.first().map_or(0, |a| a.range.end - a.range.start),
+    };
+    let runs_here = cmd.at_host || device.local;
+    let host_work = match (work, runs_here, shared_read) {
+        (Work::Vendor(f), true, None) => {
             let vctx = ctx.vendor_context(&device).vctx;
             issue(
                 &device,
@@ -101,7 +124,38 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             );
             None
         }
-        Work::Host => Some(deps),
+        (Work::Vendor(f), true, Some((span, tag))) => {
+            // The owner reads, then sends the bytes to every other rank.
+            let vctx = ctx.vendor_context(&device).vctx;
+            let read = Event::new(ctx.clone(), None, cmd.command_type, queue.stream);
+            event.set_outlives_vendor();
+            remote::send_when_done(
+                &read,
+                event.clone(),
+                remote::other_ranks(),
+                tag,
+                span,
+                what(),
+                None,
+            );
+            issue(
+                &device,
+                vctx,
+                queue.vqueue,
+                read,
+                deps,
+                f,
+                Some(queue.clone()),
+                cmd_blocking,
+            );
+            None
+        }
+        (Work::Vendor(_), false, Some((span, tag))) => {
+            remote::receive_after(deps, event.clone(), device.owner, tag, span, what(), None);
+            None
+        }
+        // Another rank's command, or one on the host copy: bookkeeping here.
+        (Work::Vendor(_), false, None) | (Work::Host, _, _) => Some(deps),
     };
     drop(sched);
     // Completions run callbacks (the application's among them): never under the lock.
@@ -285,97 +339,273 @@ fn bridge(dep: &Arc<Event>, vctx: V) -> ClResult<V> {
     Ok(ue)
 }
 
-/// Submits one planned transfer step; returns its stream and event.
+/// Submits one planned transfer step; returns its stream and event. What this rank does
+/// follows Table IV.1 (`docs/scheduler.md`): a local copy, a read and a send, a receive
+/// and a write, or nothing (an event that is complete at once).
 fn transfer(
     ctx: &Arc<Context>,
     buffers: &[(Arc<Buffer>, Range<usize>, Mode)],
     step: &Step,
     deps: Vec<Arc<Event>>,
 ) -> (u64, Arc<Event>) {
+    let node = crate::node::node();
+    // Every rank takes a tag for every step, so the counters stay equal.
+    let tag = node.next_tag();
     let root = buffers
         .iter()
         .find(|(b, _, _)| b.id == step.buffer)
         .map(|(b, _, _)| root_arc(b))
         .expect("steps are planned for the command's own buffers");
+    let device_of = |l: Location| match l {
+        Location::Device(d) => Some(
+            ctx.device_by_index(d)
+                .expect("the scheduler only plans the context's devices")
+                .clone(),
+        ),
+        Location::Host => None,
+    };
+    let (src, dst) = (device_of(step.from), device_of(step.to));
     let offset = step.range.start as usize;
     let len = (step.range.end - step.range.start) as usize;
-    let (exec, command_type) = match (step.from, step.to) {
-        (_, Location::Device(d)) => (
-            d,
-            if step.from == Location::Host {
-                CL_COMMAND_WRITE_BUFFER
-            } else {
-                CL_COMMAND_COPY_BUFFER
-            },
-        ),
-        (Location::Device(s), Location::Host) => (s, CL_COMMAND_READ_BUFFER),
-        (Location::Host, Location::Host) => unreachable!("the host copy never transfers to itself"),
+    let what = What {
+        command: "a planned transfer",
+        buffer: step.buffer,
+        offset: offset as u64,
+        len: len as u64,
     };
-    let device = ctx
-        .device_by_index(exec)
-        .expect("the scheduler only plans the context's devices")
-        .clone();
-    let prepared = (|| -> ClResult<(crate::context::TransferQueue, VendorWork)> {
-        let tq = ctx.transfer_queue(&device)?;
-        let work: VendorWork = match (step.from, step.to) {
-            (Location::Device(s), Location::Device(_)) => {
-                let src_dev = ctx.device_by_index(s).expect("context device");
-                let src = root.instance(src_dev)?;
-                let dst = root.instance(&device)?;
-                Box::new(move |q, waits, out| {
-                    let f = vfn!(q.0, clEnqueueCopyBuffer)?;
-                    // SAFETY: live vendor objects of one context; range inside both.
-                    crate::check(unsafe {
-                        f(
-                            q.0,
-                            src.get(),
-                            dst.get(),
-                            offset,
-                            offset,
-                            len,
-                            waits.len() as cl_uint,
-                            wait_ptr(waits),
-                            out,
-                        )
-                    })?;
-                    Ok(())
-                })
+    let nothing = || {
+        let event = Event::new(ctx.clone(), None, CL_COMMAND_MARKER, new_stream());
+        event.complete(CL_COMPLETE);
+        (event.stream, event)
+    };
+    let failed = |command_type, rc| {
+        let event = Event::new(ctx.clone(), None, command_type, new_stream());
+        event.complete(rc);
+        (event.stream, event)
+    };
+    match (&src, &dst) {
+        (Some(s), Some(d)) if s.owner != d.owner => {
+            if s.local {
+                // Read into a staging block, then send it to the destination's owner.
+                let result = (|| {
+                    let block = Staging::new(len)?;
+                    let read =
+                        local_transfer(ctx, s, &root, false, offset, len, block.addr(), deps)?;
+                    let sent = Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, read.stream);
+                    let span = HostSpan::Contiguous {
+                        ptr: block.addr(),
+                        len,
+                    };
+                    remote::send_when_done(
+                        &read,
+                        sent.clone(),
+                        vec![d.owner],
+                        tag,
+                        span,
+                        what,
+                        Some(block),
+                    );
+                    Ok::<_, cl_int>(sent)
+                })();
+                match result {
+                    Ok(sent) => (sent.stream, sent),
+                    Err(rc) => failed(CL_COMMAND_COPY_BUFFER, rc),
+                }
+            } else if d.local {
+                // Receive into a staging block, then write it to the device.
+                let result = (|| {
+                    let block = Staging::new(len)?;
+                    let received =
+                        Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, new_stream());
+                    let span = HostSpan::Contiguous {
+                        ptr: block.addr(),
+                        len,
+                    };
+                    remote::receive_after(
+                        Vec::new(),
+                        received.clone(),
+                        s.owner,
+                        tag,
+                        span,
+                        what,
+                        Some(block.clone()),
+                    );
+                    let mut deps = deps;
+                    deps.push(received);
+                    let write =
+                        local_transfer(ctx, d, &root, true, offset, len, block.addr(), deps)?;
+                    write.keep(block);
+                    Ok::<_, cl_int>(write)
+                })();
+                match result {
+                    Ok(write) => (write.stream, write),
+                    Err(rc) => failed(CL_COMMAND_COPY_BUFFER, rc),
+                }
+            } else {
+                nothing()
             }
-            (from, _) => {
-                // Device → host copy (a read) or host copy → device (a write).
-                let write = from == Location::Host;
-                let mem = root.instance(&device)?;
-                let host = root.host_copy()? as usize + offset;
-                Box::new(move |q, waits, out| {
-                    vendor_rw(q, mem, write, false, offset, len, host, waits, out)
-                })
+        }
+        (Some(s), Some(d)) => {
+            if s.local {
+                match local_copy(ctx, s, d, &root, offset, len, deps) {
+                    Ok(e) => (e.stream, e),
+                    Err(rc) => failed(CL_COMMAND_COPY_BUFFER, rc),
+                }
+            } else {
+                nothing()
             }
-        };
-        Ok((tq, work))
-    })();
-    match prepared {
-        Ok((tq, work)) => {
-            let event = Event::new(ctx.clone(), None, command_type, tq.stream);
-            event.keep(root);
-            let vctx = ctx.vendor_context(&device).vctx;
-            issue(
-                &device,
-                vctx,
-                tq.vqueue,
-                event.clone(),
-                deps,
-                work,
-                None,
-                false,
-            );
-            (tq.stream, event)
         }
-        Err(rc) => {
-            let event = Event::new(ctx.clone(), None, command_type, new_stream());
-            event.complete(rc);
-            (event.stream, event)
+        (None, Some(d)) => {
+            if d.local {
+                let host = match root.host_copy() {
+                    Ok(h) => h as usize + offset,
+                    Err(rc) => return failed(CL_COMMAND_WRITE_BUFFER, rc),
+                };
+                match local_transfer(ctx, d, &root, true, offset, len, host, deps) {
+                    Ok(e) => (e.stream, e),
+                    Err(rc) => failed(CL_COMMAND_WRITE_BUFFER, rc),
+                }
+            } else {
+                nothing()
+            }
         }
+        (Some(s), None) => {
+            // The host copy is replicated: the owner reads into its own and sends the
+            // bytes to every other rank, which receive into theirs.
+            let host = match root.host_copy() {
+                Ok(h) => h as usize + offset,
+                Err(rc) => return failed(CL_COMMAND_READ_BUFFER, rc),
+            };
+            let span = HostSpan::Contiguous { ptr: host, len };
+            if s.local {
+                let read = match local_transfer(ctx, s, &root, false, offset, len, host, deps) {
+                    Ok(e) => e,
+                    Err(rc) => return failed(CL_COMMAND_READ_BUFFER, rc),
+                };
+                if !node.is_cluster() {
+                    return (read.stream, read);
+                }
+                let sent = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, read.stream);
+                remote::send_when_done(
+                    &read,
+                    sent.clone(),
+                    remote::other_ranks(),
+                    tag,
+                    span,
+                    what,
+                    Some(root),
+                );
+                (sent.stream, sent)
+            } else {
+                let received = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
+                remote::receive_after(deps, received.clone(), s.owner, tag, span, what, Some(root));
+                (received.stream, received)
+            }
+        }
+        (None, None) => unreachable!("the host copy never transfers to itself"),
     }
+}
+
+/// A vendor copy between two devices of one vendor context, on the destination's
+/// transfer queue.
+fn local_copy(
+    ctx: &Arc<Context>,
+    src_dev: &Arc<Device>,
+    device: &Arc<Device>,
+    root: &Arc<Buffer>,
+    offset: usize,
+    len: usize,
+    deps: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let tq = ctx.transfer_queue(device)?;
+    let src = root.instance(src_dev)?;
+    let dst = root.instance(device)?;
+    let work: VendorWork = Box::new(move |q, waits, out| {
+        let f = vfn!(q.0, clEnqueueCopyBuffer)?;
+        // SAFETY: live vendor objects of one context; range inside both.
+        crate::check(unsafe {
+            f(
+                q.0,
+                src.get(),
+                dst.get(),
+                offset,
+                offset,
+                len,
+                waits.len() as cl_uint,
+                wait_ptr(waits),
+                out,
+            )
+        })?;
+        Ok(())
+    });
+    Ok(issue_transfer(
+        ctx,
+        device,
+        tq,
+        CL_COMMAND_COPY_BUFFER,
+        root,
+        deps,
+        work,
+    ))
+}
+
+/// A vendor read of the device's instance into host memory at `host`, or a write from
+/// it (`(device, true)`), on the device's transfer queue.
+#[allow(clippy::too_many_arguments)]
+fn local_transfer(
+    ctx: &Arc<Context>,
+    device: &Arc<Device>,
+    root: &Arc<Buffer>,
+    write: bool,
+    offset: usize,
+    len: usize,
+    host: usize,
+    deps: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let tq = ctx.transfer_queue(device)?;
+    let mem = root.instance(device)?;
+    let work: VendorWork = Box::new(move |q, waits, out| {
+        vendor_rw(q, mem, write, false, offset, len, host, waits, out)
+    });
+    let command_type = if write {
+        CL_COMMAND_WRITE_BUFFER
+    } else {
+        CL_COMMAND_READ_BUFFER
+    };
+    Ok(issue_transfer(
+        ctx,
+        device,
+        tq,
+        command_type,
+        root,
+        deps,
+        work,
+    ))
+}
+
+fn issue_transfer(
+    ctx: &Arc<Context>,
+    device: &Arc<Device>,
+    tq: crate::context::TransferQueue,
+    command_type: cl_command_type,
+    root: &Arc<Buffer>,
+    deps: Vec<Arc<Event>>,
+    work: VendorWork,
+) -> Arc<Event> {
+    let event = Event::new(ctx.clone(), None, command_type, tq.stream);
+    event.keep(root.clone());
+    let vctx = ctx.vendor_context(device).vctx;
+    issue(
+        device,
+        vctx,
+        tq.vqueue,
+        event.clone(),
+        deps,
+        work,
+        None,
+        false,
+    );
+    event
 }
 
 pub fn wait_ptr(waits: &[cl_event]) -> *const cl_event {
@@ -417,8 +647,14 @@ pub fn rect_span(
     start..end
 }
 
+/// The buffer's instance on the queue's device; none on a virtual device, whose commands
+/// never reach a vendor here.
 fn device_instance(queue: &Queue, b: &Buffer) -> ClResult<V> {
-    b.instance(&queue.device)
+    if queue.device.local {
+        b.instance(&queue.device)
+    } else {
+        Ok(V::NULL)
+    }
 }
 
 /// One vendor read (`write == false`) or write of `len` bytes at `offset` between a
@@ -504,6 +740,7 @@ pub fn rw_buffer(
             )],
             at_host: false,
             blocking,
+            fills_host: (!write).then_some(HostSpan::Contiguous { ptr, len: size }),
         },
         Work::Vendor(Box::new(move |q, waits, out| {
             vendor_rw(q, m, write, blocking, offset, size, ptr, waits, out)
@@ -535,6 +772,7 @@ pub fn copy_buffer(
             ],
             at_host: false,
             blocking: false,
+            fills_host: None,
         },
         Work::Vendor(Box::new(move |q, waits, out| {
             let f = vfn!(q.0, clEnqueueCopyBuffer)?;
@@ -600,6 +838,13 @@ pub fn rw_rect(
             accesses: vec![(buffer.clone(), buf.span(region), mode)],
             at_host: false,
             blocking,
+            fills_host: (!write).then_some(HostSpan::Rect {
+                ptr: ptr as usize,
+                origin: host.origin,
+                region,
+                row_pitch: host.row_pitch,
+                slice_pitch: host.slice_pitch,
+            }),
         },
         Work::Vendor(Box::new(move |q, waits, out| {
             let n = waits.len() as cl_uint;
@@ -676,6 +921,7 @@ pub fn copy_rect(
             ],
             at_host: false,
             blocking: false,
+            fills_host: None,
         },
         Work::Vendor(Box::new(move |q, waits, out| {
             let f = vfn!(q.0, clEnqueueCopyBufferRect)?;
@@ -719,6 +965,7 @@ pub fn fill_buffer(
             accesses: vec![(buffer.clone(), offset..offset + size, Mode::Write)],
             at_host: false,
             blocking: false,
+            fills_host: None,
         },
         Work::Vendor(Box::new(move |q, waits, out| {
             let f = vfn!(q.0, clEnqueueFillBuffer)?;
@@ -770,6 +1017,7 @@ pub fn map_buffer(
             )],
             at_host: true,
             blocking: false,
+            fills_host: None,
         },
         Work::Host,
     )?;
@@ -810,6 +1058,7 @@ pub fn unmap(
             },
             at_host: true,
             blocking: false,
+            fills_host: None,
         },
         Work::Host,
     )
@@ -835,6 +1084,7 @@ pub fn marker(
             accesses: Vec::new(),
             at_host: true,
             blocking: false,
+            fills_host: None,
         },
         Work::Host,
     )
@@ -880,6 +1130,7 @@ pub fn migrate(
                 .collect(),
             at_host: to_host,
             blocking: false,
+            fills_host: None,
         },
         work,
     )
@@ -935,6 +1186,7 @@ pub fn ndrange(
             accesses,
             at_host: false,
             blocking: false,
+            fills_host: None,
         },
         Work::Vendor(Box::new(move |q, waits, out| {
             let vk = k.apply_args(&device, &vendor_args)?;

@@ -61,6 +61,9 @@ pub struct Event {
     /// Sequence number in enqueue order, for diagnostics.
     pub seq: u64,
     pub profiling: bool,
+    /// Completes after its vendor command (a read whose bytes are then sent to the other
+    /// ranks): the queue's next command must wait for it explicitly.
+    outlives_vendor: std::sync::atomic::AtomicBool,
     status: AtomicI32,
     state: Mutex<State>,
     done: Condvar,
@@ -125,6 +128,7 @@ impl Event {
             stream,
             seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
             profiling,
+            outlives_vendor: std::sync::atomic::AtomicBool::new(false),
             status: AtomicI32::new(if command_type == CL_COMMAND_USER {
                 CL_SUBMITTED
             } else {
@@ -150,6 +154,14 @@ impl Event {
 
     pub fn is_done(&self) -> bool {
         self.status() <= CL_COMPLETE
+    }
+
+    pub fn set_outlives_vendor(&self) {
+        self.outlives_vendor.store(true, Ordering::Relaxed);
+    }
+
+    pub fn outlives_vendor(&self) -> bool {
+        self.outlives_vendor.load(Ordering::Relaxed)
     }
 
     pub fn keep(&self, obj: Arc<dyn Any + Send + Sync>) {

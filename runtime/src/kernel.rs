@@ -8,6 +8,7 @@ use crate::memory::Buffer;
 use crate::object::{impl_handle, Header};
 use crate::program::Program;
 use crate::vendor::{query_bytes, V};
+use crate::wire::{Reader, Writer};
 use crate::ClResult;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap as HashMap;
@@ -54,24 +55,6 @@ pub struct WorkGroupLimits {
     pub required: [usize; 3],
 }
 
-fn work_group_value<T: Copy + Default>(vk: V, vdev: V, param: cl_kernel_work_group_info) -> T {
-    let mut v = T::default();
-    if let Ok(f) = vfn!(vk.0, clGetKernelWorkGroupInfo) {
-        // SAFETY: out-pointer of size_of::<T>().
-        unsafe {
-            f(
-                vk.0,
-                vdev.0,
-                param,
-                std::mem::size_of::<T>(),
-                &mut v as *mut T as *mut c_void,
-                std::ptr::null_mut(),
-            )
-        };
-    }
-    v
-}
-
 #[repr(C)]
 pub struct Kernel {
     header: Header,
@@ -86,8 +69,8 @@ pub struct Kernel {
     /// validation and queries), never enqueued.
     probes: Vec<(u32, V)>,
     pub args: Mutex<Vec<Option<ArgValue>>>,
-    /// Local memory each device's kernel needs before any `__local` argument is set.
-    static_local: HashMap<u32, cl_ulong>,
+    /// What the vendors said of the kernel, the same on every rank.
+    pub facts: KernelFacts,
 }
 
 impl_handle!(Kernel, Kernel, CL_INVALID_KERNEL);
@@ -108,105 +91,286 @@ fn release_kernel(k: V) {
     }
 }
 
-impl Kernel {
-    pub fn new(program: Arc<Program>, name: &str) -> ClResult<Arc<Kernel>> {
-        let cname = CString::new(name).map_err(|_| CL_INVALID_VALUE)?;
-        let mut probes = Vec::new();
-        let mut devices = HashMap::default();
-        let cleanup = |probes: &[(u32, V)], devices: &HashMap<u32, DeviceKernel>| {
-            probes.iter().for_each(|(_, k)| release_kernel(*k));
-            devices.values().for_each(|d| release_kernel(d.vk));
-        };
-        for &(vendor, vp) in &program.vendor {
-            let built: Vec<&Arc<Device>> = program
-                .devices
-                .iter()
-                .filter(|d| d.group == vendor && program.is_built_for(d))
-                .collect();
-            if built.is_empty() {
-                continue;
-            }
-            match create_vendor_kernel(vp, &cname) {
-                Ok(k) => probes.push((vendor, k)),
-                Err(e) => {
-                    cleanup(&probes, &devices);
-                    return Err(e);
-                }
-            }
-            for d in built {
-                match create_vendor_kernel(vp, &cname) {
-                    Ok(vk) => {
-                        devices.insert(
-                            d.index,
-                            DeviceKernel {
-                                vk,
-                                set: Mutex::new(Vec::new()),
-                                limits: WorkGroupLimits {
-                                    max: work_group_value(vk, d.vdev, CL_KERNEL_WORK_GROUP_SIZE),
-                                    required: work_group_value(
-                                        vk,
-                                        d.vdev,
-                                        CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
-                                    ),
-                                },
-                            },
-                        );
-                    }
-                    Err(e) => {
-                        cleanup(&probes, &devices);
-                        return Err(e);
-                    }
-                }
-            }
+/// A query's answer: the bytes, or the error the vendor gave.
+pub type Answer = Result<Vec<u8>, cl_int>;
+
+/// The argument queries every kernel answers from its facts (`clGetKernelArgInfo`).
+pub const ARG_QUERIES: [cl_kernel_arg_info; 5] = [
+    CL_KERNEL_ARG_ADDRESS_QUALIFIER,
+    CL_KERNEL_ARG_ACCESS_QUALIFIER,
+    CL_KERNEL_ARG_TYPE_NAME,
+    CL_KERNEL_ARG_TYPE_QUALIFIER,
+    CL_KERNEL_ARG_NAME,
+];
+
+/// The per-device queries every kernel answers from its facts
+/// (`clGetKernelWorkGroupInfo`).
+pub const WORK_GROUP_QUERIES: [cl_kernel_work_group_info; 5] = [
+    CL_KERNEL_WORK_GROUP_SIZE,
+    CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
+    CL_KERNEL_LOCAL_MEM_SIZE,
+    CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
+    CL_KERNEL_PRIVATE_MEM_SIZE,
+];
+
+/// What the vendors say of a kernel, captured when it is created: the same on every
+/// rank (the lowest rank with an executable describes the kernel, each device's owner
+/// its work-group facts), so validation and queries agree everywhere.
+#[derive(Clone, Debug, Default)]
+pub struct KernelFacts {
+    pub num_args: u32,
+    pub attributes: Option<Vec<u8>>,
+    /// Per argument, the answers to `ARG_QUERIES`.
+    pub args: Vec<Vec<Answer>>,
+    /// Per device index, the answers to `WORK_GROUP_QUERIES` (before any argument).
+    pub work_group: HashMap<u32, Vec<Answer>>,
+}
+
+fn write_answer(w: &mut Writer, a: &Answer) {
+    match a {
+        Ok(b) => w.i32(CL_SUCCESS).bytes(b),
+        Err(rc) => w.i32(*rc),
+    };
+}
+
+fn read_answer(r: &mut Reader) -> Answer {
+    match r.i32() {
+        CL_SUCCESS => Ok(r.bytes()),
+        rc => Err(rc),
+    }
+}
+
+fn value_of<T: Copy + Default>(a: Option<&Answer>) -> T {
+    match a {
+        Some(Ok(b)) if b.len() >= std::mem::size_of::<T>() => {
+            // SAFETY: size checked; T is plain data.
+            unsafe { std::ptr::read_unaligned(b.as_ptr() as *const T) }
         }
-        let Some(&(_, probe)) = probes.first() else {
-            return Err(CL_INVALID_PROGRAM_EXECUTABLE);
-        };
+        _ => T::default(),
+    }
+}
+
+impl KernelFacts {
+    /// The kernel-wide facts from one vendor kernel.
+    fn describe(probe: V) -> KernelFacts {
         let num_args: cl_uint = kernel_info_value(probe, CL_KERNEL_NUM_ARGS).unwrap_or(0);
-        let arg_info = (0..num_args)
+        let attributes = vfn!(probe.0, clGetKernelInfo).ok().and_then(|f| {
+            kernel_query(probe, |kk, size, value, ret| {
+                // SAFETY: standard two-call query.
+                unsafe { f(kk.0, CL_KERNEL_ATTRIBUTES, size, value, ret) }
+            })
+            .ok()
+        });
+        let args = (0..num_args)
             .map(|i| {
-                let address = arg_info_value(probe, i, CL_KERNEL_ARG_ADDRESS_QUALIFIER)?;
+                ARG_QUERIES
+                    .iter()
+                    .map(|&param| {
+                        let f = vfn!(probe.0, clGetKernelArgInfo)?;
+                        kernel_query(probe, |kk, size, value, ret| {
+                            // SAFETY: standard two-call query.
+                            unsafe { f(kk.0, i, param, size, value, ret) }
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        KernelFacts {
+            num_args,
+            attributes,
+            args,
+            work_group: HashMap::default(),
+        }
+    }
+
+    fn device_answers(vk: V, vdev: V) -> Vec<Answer> {
+        WORK_GROUP_QUERIES
+            .iter()
+            .map(|&param| {
+                let f = vfn!(vk.0, clGetKernelWorkGroupInfo)?;
+                kernel_query(vk, |kk, size, value, ret| {
+                    // SAFETY: standard two-call query on a fresh kernel.
+                    unsafe { f(kk.0, vdev.0, param, size, value, ret) }
+                })
+            })
+            .collect()
+    }
+
+    /// A device's answer to one of `WORK_GROUP_QUERIES`.
+    pub fn work_group_answer(
+        &self,
+        device: u32,
+        param: cl_kernel_work_group_info,
+    ) -> Option<&Answer> {
+        let i = WORK_GROUP_QUERIES.iter().position(|&p| p == param)?;
+        self.work_group.get(&device).and_then(|a| a.get(i))
+    }
+
+    /// An argument's answer to one of `ARG_QUERIES`.
+    pub fn arg_answer(&self, index: u32, param: cl_kernel_arg_info) -> Option<&Answer> {
+        let i = ARG_QUERIES.iter().position(|&p| p == param)?;
+        self.args.get(index as usize).and_then(|a| a.get(i))
+    }
+
+    fn limits(&self, device: u32) -> Option<WorkGroupLimits> {
+        self.work_group.get(&device)?;
+        Some(WorkGroupLimits {
+            max: value_of(self.work_group_answer(device, CL_KERNEL_WORK_GROUP_SIZE)),
+            required: value_of(self.work_group_answer(device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE)),
+        })
+    }
+
+    fn arg_info(&self) -> Option<Vec<ArgInfo>> {
+        (0..self.num_args)
+            .map(|i| {
+                let address = match self.arg_answer(i, CL_KERNEL_ARG_ADDRESS_QUALIFIER) {
+                    Some(Ok(_)) => value_of(self.arg_answer(i, CL_KERNEL_ARG_ADDRESS_QUALIFIER)),
+                    _ => return None,
+                };
                 let qualifier: cl_kernel_arg_type_qualifier =
-                    arg_info_value(probe, i, CL_KERNEL_ARG_TYPE_QUALIFIER).unwrap_or(0);
+                    value_of(self.arg_answer(i, CL_KERNEL_ARG_TYPE_QUALIFIER));
                 Some(ArgInfo {
                     address,
                     read_only: address == CL_KERNEL_ARG_ADDRESS_CONSTANT
                         || qualifier & CL_KERNEL_ARG_TYPE_CONST != 0,
                 })
             })
-            .collect::<Option<Vec<_>>>();
-        let static_local = program
+            .collect()
+    }
+
+    fn encode(&self, w: &mut Writer) {
+        w.u32(self.num_args);
+        match &self.attributes {
+            Some(a) => w.u32(1).bytes(a),
+            None => w.u32(0),
+        };
+        for arg in &self.args {
+            for a in arg {
+                write_answer(w, a);
+            }
+        }
+    }
+
+    fn decode(r: &mut Reader) -> KernelFacts {
+        let num_args = r.u32();
+        let attributes = (r.u32() != 0).then(|| r.bytes());
+        let args = (0..num_args)
+            .map(|_| ARG_QUERIES.iter().map(|_| read_answer(r)).collect())
+            .collect();
+        KernelFacts {
+            num_args,
+            attributes,
+            args,
+            work_group: HashMap::default(),
+        }
+    }
+}
+
+type LocalKernels = (Vec<(u32, V)>, HashMap<u32, DeviceKernel>);
+
+/// The vendor kernels of this rank's devices the program is built for: one per device
+/// and one probe per vendor program.
+fn create_local(program: &Program, name: &CString) -> ClResult<LocalKernels> {
+    let mut probes = Vec::new();
+    let mut devices: HashMap<u32, DeviceKernel> = HashMap::default();
+    let cleanup = |probes: &[(u32, V)], devices: &HashMap<u32, DeviceKernel>| {
+        probes.iter().for_each(|(_, k)| release_kernel(*k));
+        devices.values().for_each(|d| release_kernel(d.vk));
+    };
+    for &(vendor, vp) in &program.vendor {
+        let built: Vec<&Arc<Device>> = program
             .devices
             .iter()
-            .filter_map(|d| {
-                let dk = devices.get(&d.index)?;
-                let f = vfn!(dk.vk.0, clGetKernelWorkGroupInfo).ok()?;
-                let mut v: cl_ulong = 0;
-                // SAFETY: out-pointer of the documented size; a fresh kernel, no args set.
-                let rc = unsafe {
-                    f(
-                        dk.vk.0,
-                        d.vdev.0,
-                        CL_KERNEL_LOCAL_MEM_SIZE,
-                        std::mem::size_of::<cl_ulong>(),
-                        &mut v as *mut cl_ulong as *mut c_void,
-                        std::ptr::null_mut(),
-                    )
-                };
-                (rc == CL_SUCCESS).then_some((d.index, v))
-            })
+            .filter(|d| d.group == vendor && program.is_built_for(d))
             .collect();
+        if built.is_empty() {
+            continue;
+        }
+        match create_vendor_kernel(vp, name) {
+            Ok(k) => probes.push((vendor, k)),
+            Err(e) => {
+                cleanup(&probes, &devices);
+                return Err(e);
+            }
+        }
+        for d in built {
+            match create_vendor_kernel(vp, name) {
+                Ok(vk) => {
+                    devices.insert(
+                        d.index,
+                        DeviceKernel {
+                            vk,
+                            set: Mutex::new(Vec::new()),
+                            limits: WorkGroupLimits::default(),
+                        },
+                    );
+                }
+                Err(e) => {
+                    cleanup(&probes, &devices);
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok((probes, devices))
+}
+
+impl Kernel {
+    /// `clCreateKernel`. In a cluster this is a collective: every rank learns the
+    /// kernel's facts and every device's work-group facts from their owners, and every
+    /// rank returns what the lowest rank with an executable got.
+    pub fn new(program: Arc<Program>, name: &str) -> ClResult<Arc<Kernel>> {
+        let cname = CString::new(name).map_err(|_| CL_INVALID_VALUE)?;
+        let local = create_local(&program, &cname);
+        let has_executable = program
+            .devices
+            .iter()
+            .any(|d| d.local && program.is_built_for(d));
+        let mut mine: Option<Result<KernelFacts, cl_int>> = None;
+        if has_executable {
+            mine = Some(match &local {
+                Ok((probes, devices)) => {
+                    let mut facts = probes
+                        .first()
+                        .map(|&(_, probe)| KernelFacts::describe(probe))
+                        .unwrap_or_default();
+                    for d in program.devices.iter().filter(|d| d.local) {
+                        if let Some(dk) = devices.get(&d.index) {
+                            facts
+                                .work_group
+                                .insert(d.index, KernelFacts::device_answers(dk.vk, d.vdev));
+                        }
+                    }
+                    Ok(facts)
+                }
+                Err(rc) => Err(*rc),
+            });
+        }
+        let facts = share_facts(mine);
+        let (probes, mut devices) = match (facts.is_ok(), local) {
+            (true, Ok(l)) => l,
+            (_, Ok((probes, devices))) => {
+                probes.iter().for_each(|(_, k)| release_kernel(*k));
+                devices.values().for_each(|d| release_kernel(d.vk));
+                return Err(facts.err().unwrap_or(CL_INVALID_PROGRAM_EXECUTABLE));
+            }
+            (_, Err(rc)) => return Err(facts.err().unwrap_or(rc)),
+        };
+        let facts = facts?;
+        for (index, dk) in devices.iter_mut() {
+            dk.limits = facts.limits(*index).unwrap_or_default();
+        }
         program.kernels.fetch_add(1, Ordering::AcqRel);
         Ok(Arc::new(Kernel {
             header: Header::new(),
             program,
             name: name.to_string(),
-            num_args,
-            arg_info,
+            num_args: facts.num_args,
+            arg_info: facts.arg_info(),
             devices,
             probes,
-            args: Mutex::new(vec![None; num_args as usize]),
-            static_local,
+            args: Mutex::new(vec![None; facts.num_args as usize]),
+            facts,
         }))
     }
 
@@ -214,7 +378,11 @@ impl Kernel {
     /// local memory plus the `__local` arguments set now (some vendors leave the
     /// arguments out).
     pub fn local_mem_size(&self, device: &Device) -> Option<cl_ulong> {
-        let base = *self.static_local.get(&device.index)?;
+        let answer = self
+            .facts
+            .work_group_answer(device.index, CL_KERNEL_LOCAL_MEM_SIZE)?;
+        answer.as_ref().ok()?;
+        let base: cl_ulong = value_of(Some(answer));
         let args: usize = self
             .args
             .lock()
@@ -244,7 +412,10 @@ impl Kernel {
     }
 
     pub fn limits(&self, device: &Device) -> Option<WorkGroupLimits> {
-        self.devices.get(&device.index).map(|d| d.limits)
+        match self.devices.get(&device.index) {
+            Some(d) => Some(d.limits),
+            None => self.facts.limits(device.index),
+        }
     }
 
     pub fn vendor_kernel(&self, device: &Device) -> Option<V> {
@@ -320,29 +491,69 @@ pub fn kernel_info_value<T: Copy + Default>(k: V, param: cl_kernel_info) -> Opti
     (rc == CL_SUCCESS).then_some(v)
 }
 
-fn arg_info_value<T: Copy + Default>(k: V, index: u32, param: cl_kernel_arg_info) -> Option<T> {
-    let f = vfn!(k.0, clGetKernelArgInfo).ok()?;
-    let mut v = T::default();
-    // SAFETY: out-pointer of size_of::<T>().
-    let rc = unsafe {
-        f(
-            k.0,
-            index,
-            param,
-            std::mem::size_of::<T>(),
-            &mut v as *mut T as *mut c_void,
-            std::ptr::null_mut(),
-        )
-    };
-    (rc == CL_SUCCESS).then_some(v)
-}
-
 /// A variable-size kernel query forwarded to a vendor kernel.
 pub fn kernel_query(
     k: V,
     f: impl Fn(V, usize, *mut c_void, *mut usize) -> cl_int,
 ) -> ClResult<Vec<u8>> {
     query_bytes(|size, value, ret| f(k, size, value, ret))
+}
+
+/// Every rank's facts: the kernel's from the lowest rank that has an executable (its
+/// error, if it failed), each device's work-group facts from its owner.
+fn share_facts(mine: Option<Result<KernelFacts, cl_int>>) -> Result<KernelFacts, cl_int> {
+    let node = crate::node::node();
+    if !node.is_cluster() {
+        return mine.unwrap_or(Err(CL_INVALID_PROGRAM_EXECUTABLE));
+    }
+    let mut w = Writer::default();
+    match &mine {
+        None => {
+            w.u32(0);
+        }
+        Some(Err(rc)) => {
+            w.u32(1).i32(*rc);
+        }
+        Some(Ok(f)) => {
+            w.u32(1).i32(CL_SUCCESS);
+            f.encode(&mut w);
+            w.u32(f.work_group.len() as u32);
+            let mut devices: Vec<_> = f.work_group.iter().collect();
+            devices.sort_by_key(|(d, _)| **d);
+            for (d, answers) in devices {
+                w.u32(*d);
+                for a in answers {
+                    write_answer(&mut w, a);
+                }
+            }
+        }
+    }
+    let mut chosen: Option<Result<KernelFacts, cl_int>> = None;
+    let mut work_group = HashMap::default();
+    for blob in node.all_gather(&w.0) {
+        let mut r = Reader::new(&blob);
+        if r.u32() == 0 {
+            continue;
+        }
+        let rc = r.i32();
+        if rc != CL_SUCCESS {
+            chosen.get_or_insert(Err(rc));
+            continue;
+        }
+        let facts = KernelFacts::decode(&mut r);
+        for _ in 0..r.u32() {
+            let d = r.u32();
+            let answers = WORK_GROUP_QUERIES
+                .iter()
+                .map(|_| read_answer(&mut r))
+                .collect();
+            work_group.insert(d, answers);
+        }
+        chosen.get_or_insert(Ok(facts));
+    }
+    let mut facts = chosen.unwrap_or(Err(CL_INVALID_PROGRAM_EXECUTABLE))?;
+    facts.work_group = work_group;
+    Ok(facts)
 }
 
 impl Drop for Kernel {

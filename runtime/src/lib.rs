@@ -14,10 +14,13 @@ pub mod event;
 pub mod issuer;
 pub mod kernel;
 pub mod memory;
+pub mod node;
 pub mod object;
 pub mod platform;
 pub mod program;
 pub mod queue;
+pub mod remote;
+pub mod wire;
 
 pub use opencl_sys as cl;
 

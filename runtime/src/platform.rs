@@ -2,10 +2,11 @@
 //! since `mpirun` itself inherits `LD_PRELOAD`).
 
 use crate::cl::*;
-use crate::config::Config;
+use crate::config::{Config, CpuSharing};
 use crate::device::Device;
 use crate::object::{Handle, Header};
 use crate::vendor::{load_vendors, Vendor, V};
+use crate::wire::{Reader, Writer};
 use crate::ClResult;
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -49,14 +50,15 @@ impl Platform {
             eprintln!("MirrorCL: configuration error: {why}; using defaults");
             Config::default()
         });
+        let node = crate::node::init(&config);
         let vendors = load_vendors(&config, OWN_MARKER);
         let mut platform = Platform {
             header: Header::new(),
             config,
             vendors,
             devices: Vec::new(),
-            rank: 0,
-            size: 1,
+            rank: node.rank,
+            size: node.size,
             next_device_index: AtomicU32::new(0),
         };
         platform.devices = platform.discover_devices();
@@ -68,9 +70,87 @@ impl Platform {
         platform
     }
 
+    /// Finds this rank's devices, then exchanges descriptions with the other ranks:
+    /// every rank ends up with the same list, rank by rank, with the same indexes.
     fn discover_devices(&self) -> Vec<Arc<Device>> {
+        let node = crate::node::node();
+        let mut mine = Vec::new();
+        for (vendor, vdev) in self.owned_vendor_devices(node) {
+            let v = &self.vendors[vendor as usize];
+            match Device::capture(
+                0,
+                self.rank,
+                &node.host,
+                &v.name,
+                vendor,
+                self.group_for(vendor, mine.len() as u32),
+                vdev,
+                None,
+                Vec::new(),
+            ) {
+                Ok(device) => mine.push(device),
+                Err(rc) => tracing::warn!("skipping a device of {}: error {rc}", v.name),
+            }
+        }
+        let mut w = Writer::default();
+        w.u32(mine.len() as u32);
+        for d in &mine {
+            w.bytes(&d.describe());
+        }
+        let all = node.all_gather(&w.0);
+        let mut devices: Vec<Device> = Vec::new();
+        let mut mine = mine.into_iter();
+        for (r, blob) in all.iter().enumerate() {
+            let mut reader = Reader::new(blob);
+            let n = reader.u32();
+            for _ in 0..n {
+                let index = devices.len() as u32;
+                let desc = reader.bytes();
+                let device = if r as u32 == self.rank {
+                    let mut d = mine.next().expect("as many as described");
+                    d.index = index;
+                    d.group = self.group_for(d.vendor, index);
+                    d.owner_group = d.group;
+                    d
+                } else {
+                    let mut d = Device::from_description(index, &mut Reader::new(&desc));
+                    if d.owner_group & 0x8000_0000 != 0 {
+                        // A group per device on the owner (context_per_device).
+                        d.owner_group = 0x8000_0000 | index;
+                    }
+                    d
+                };
+                devices.push(device);
+            }
+        }
+        self.next_device_index
+            .store(devices.len() as u32, Ordering::Relaxed);
+        // Each vendor marks its own first device as the default: keep one for the whole
+        // platform.
+        let mut seen_default = false;
+        devices
+            .into_iter()
+            .map(|mut d| {
+                if d.device_type() & CL_DEVICE_TYPE_DEFAULT != 0 {
+                    if seen_default {
+                        d.clear_default_type();
+                    }
+                    seen_default = true;
+                }
+                let d = Arc::new(d);
+                Device::into_handle(d.clone());
+                d
+            })
+            .collect()
+    }
+
+    /// The vendor devices this rank owns: ranks sharing a host split its GPUs and
+    /// accelerators by node-local rank (each is owned by exactly one rank); CPU devices
+    /// are each rank's own unless the configuration splits them too.
+    fn owned_vendor_devices(&self, node: &crate::node::Node) -> Vec<(u32, V)> {
         let mask = self.config.device_type_mask().unwrap_or(CL_DEVICE_TYPE_ALL);
-        let mut devices = Vec::new();
+        let (mut cpus, mut others) = (0u32, 0u32);
+        let mut owned = Vec::new();
         for vendor in &self.vendors {
             let Ok(get) = vfn!(vendor.platform.0, clGetDeviceIDs) else {
                 continue;
@@ -100,32 +180,17 @@ impl Platform {
                 ids.truncate(self.config.devices.max_devices);
             }
             for id in ids {
-                let index = self.next_device_index.fetch_add(1, Ordering::Relaxed);
-                match Device::capture(
-                    index,
-                    self.rank,
-                    vendor.index,
-                    self.group_for(vendor.index, index),
-                    V(id),
-                    None,
-                    Vec::new(),
-                ) {
-                    Ok(mut device) => {
-                        let has_default = devices
-                            .iter()
-                            .any(|d: &Arc<Device>| d.device_type() & CL_DEVICE_TYPE_DEFAULT != 0);
-                        if has_default {
-                            device.clear_default_type();
-                        }
-                        let device = Arc::new(device);
-                        Device::into_handle(device.clone());
-                        devices.push(device);
-                    }
-                    Err(rc) => tracing::warn!("skipping a device of {}: error {rc}", vendor.name),
+                let is_cpu = device_type_of(V(id)) & CL_DEVICE_TYPE_CPU != 0;
+                let counter = if is_cpu { &mut cpus } else { &mut others };
+                let j = *counter;
+                *counter += 1;
+                let shared = is_cpu && self.config.devices.cpu == CpuSharing::PerRank;
+                if shared || j % node.local_size == node.local_rank {
+                    owned.push((vendor.index, V(id)));
                 }
             }
         }
-        devices
+        owned
     }
 
     /// The vendor-context group of a device (see `Device::group`).
@@ -161,7 +226,29 @@ impl Platform {
         }
     }
 
+    /// This rank's own devices.
+    pub fn local_devices(&self) -> impl Iterator<Item = &Arc<Device>> {
+        self.devices.iter().filter(|d| d.local)
+    }
+
     pub fn vendor(&self, index: u32) -> &Vendor {
         &self.vendors[index as usize]
     }
+}
+
+fn device_type_of(vdev: V) -> cl_device_type {
+    let mut t: cl_device_type = 0;
+    if let Ok(f) = vfn!(vdev.0, clGetDeviceInfo) {
+        // SAFETY: out-pointer of the query's size.
+        unsafe {
+            f(
+                vdev.0,
+                CL_DEVICE_TYPE,
+                std::mem::size_of::<cl_device_type>(),
+                &mut t as *mut cl_device_type as *mut c_void,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+    t
 }

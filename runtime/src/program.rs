@@ -6,8 +6,10 @@ use crate::context::Context;
 use crate::device::Device;
 use crate::object::{impl_handle, Destructors, Header};
 use crate::vendor::{query_bytes, V};
+use crate::wire::{Reader, Writer};
 use crate::ClResult;
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -15,6 +17,14 @@ use std::sync::Arc;
 /// Added to every build so kernels can report argument qualifiers, which the scheduler
 /// uses to tell buffers a kernel only reads.
 const ARG_INFO_OPTION: &str = " -cl-kernel-arg-info";
+
+/// What a device's owner reported of a build.
+#[derive(Clone, Debug, Default)]
+struct RemoteBuild {
+    status: cl_build_status,
+    log: String,
+    binary_type: cl_program_binary_type,
+}
 
 #[derive(Default)]
 pub struct BuildInfo {
@@ -34,6 +44,10 @@ pub struct Program {
     /// (vendor context group, vendor program).
     pub vendor: Vec<(u32, V)>,
     pub build: Mutex<BuildInfo>,
+    /// Build results of other ranks' devices, as their owners reported them.
+    remote: Mutex<HashMap<u32, RemoteBuild>>,
+    /// `CL_PROGRAM_KERNEL_NAMES` as the lowest rank with an executable reported it.
+    shared_kernel_names: Mutex<Option<String>>,
     /// Kernel objects created from this program (building then is CL_INVALID_OPERATION).
     pub kernels: AtomicU32,
     /// `clSetProgramReleaseCallback`.
@@ -56,6 +70,8 @@ impl Program {
             source,
             vendor,
             build: Mutex::new(BuildInfo::default()),
+            remote: Mutex::new(HashMap::new()),
+            shared_kernel_names: Mutex::new(None),
             kernels: AtomicU32::new(0),
             release_callbacks: Destructors::default(),
         })
@@ -185,12 +201,13 @@ impl Program {
                 result = Err(rc);
             }
         }
-        match result {
+        let result = match result {
             Err(CL_BUILD_PROGRAM_FAILURE) if has_unknown_option(options) => {
                 Err(CL_INVALID_BUILD_OPTIONS)
             }
             other => other,
-        }
+        };
+        self.share_results(devices, result)
     }
 
     /// `clCompileProgram`; `headers` are (program, include name) pairs.
@@ -238,12 +255,13 @@ impl Program {
                 result = Err(rc);
             }
         }
-        match result {
+        let result = match result {
             Err(CL_COMPILE_PROGRAM_FAILURE) if has_unknown_option(options) => {
                 Err(CL_INVALID_COMPILER_OPTIONS)
             }
             other => other,
-        }
+        };
+        self.share_results(devices, result)
     }
 
     /// `clLinkProgram`: a new program from compiled `inputs`.
@@ -291,12 +309,15 @@ impl Program {
                 )
             };
             if p.is_null() {
-                release_all(&vendor);
-                return Err(if err == CL_SUCCESS {
-                    CL_LINK_PROGRAM_FAILURE
-                } else {
-                    err
-                });
+                // Not returned yet: the other ranks wait for this rank's results.
+                if result.is_ok() {
+                    result = Err(if err == CL_SUCCESS {
+                        CL_LINK_PROGRAM_FAILURE
+                    } else {
+                        err
+                    });
+                }
+                continue;
             }
             if err != CL_SUCCESS && result.is_ok() {
                 result = Err(err);
@@ -305,6 +326,7 @@ impl Program {
         }
         let program = Program::wrap(context, devices, None, vendor);
         program.note_attempt(options, &[]);
+        let result = program.share_results(&[], result);
         match result {
             // A failed link still returns a program whose log tells why (§5.6.3.3).
             Err(CL_LINK_PROGRAM_FAILURE) | Ok(()) => Ok(program),
@@ -328,9 +350,20 @@ impl Program {
         self.build.lock().attempted.contains(&device.index)
     }
 
+    fn remote(&self, device: &Device) -> RemoteBuild {
+        self.remote
+            .lock()
+            .get(&device.index)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     pub fn build_status(&self, device: &Device) -> cl_build_status {
         if !self.attempted(device) {
             return CL_BUILD_NONE;
+        }
+        if !device.local {
+            return self.remote(device).status;
         }
         self.build_info(device, CL_PROGRAM_BUILD_STATUS)
             .ok()
@@ -345,6 +378,9 @@ impl Program {
     pub fn build_log(&self, device: &Device) -> String {
         if !self.attempted(device) {
             return String::new();
+        }
+        if !device.local {
+            return self.remote(device).log;
         }
         let log = |d: &Device| {
             self.build_info(d, CL_PROGRAM_BUILD_LOG)
@@ -366,6 +402,9 @@ impl Program {
     pub fn binary_type(&self, device: &Device) -> cl_program_binary_type {
         if !self.attempted(device) && self.source.is_some() {
             return CL_PROGRAM_BINARY_TYPE_NONE;
+        }
+        if !device.local {
+            return self.remote(device).binary_type;
         }
         self.build_info(device, CL_PROGRAM_BINARY_TYPE)
             .ok()
@@ -437,6 +476,83 @@ impl Program {
             }
         }
         Ok(out)
+    }
+
+    /// `CL_PROGRAM_KERNEL_NAMES`: the same on every rank (the lowest rank with an
+    /// executable reports it in a cluster).
+    pub fn kernel_names(&self) -> ClResult<String> {
+        if let Some(names) = self.shared_kernel_names.lock().clone() {
+            return Ok(names);
+        }
+        self.vendor_info(CL_PROGRAM_KERNEL_NAMES)
+            .map(|b| crate::vendor::c_string(&b))
+    }
+
+    /// After a build, compile or link attempted on this rank's devices of `list` (empty:
+    /// all of the program's), every rank reports its devices' results to every other:
+    /// each rank then answers build queries for every device as its owner does, and
+    /// every rank returns the same code, the first failure in rank order.
+    fn share_results(&self, list: &[Arc<Device>], result: ClResult<()>) -> ClResult<()> {
+        let node = crate::node::node();
+        if !node.is_cluster() {
+            return result;
+        }
+        let list = if list.is_empty() { &self.devices } else { list };
+        let mut w = Writer::default();
+        w.i32(result.err().unwrap_or(CL_SUCCESS));
+        let mine: Vec<&Arc<Device>> = list.iter().filter(|d| d.local).collect();
+        w.u32(mine.len() as u32);
+        for d in &mine {
+            w.u32(d.index)
+                .i32(self.build_status(d))
+                .str(&self.build_log(d))
+                .u32(self.binary_type(d) as u32);
+        }
+        let built = mine
+            .iter()
+            .any(|d| self.build_status(d) == CL_BUILD_SUCCESS);
+        let names = if built {
+            self.vendor_info(CL_PROGRAM_KERNEL_NAMES)
+                .map(|b| crate::vendor::c_string(&b))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        w.u32(built as u32).str(&names);
+        let mut merged = Ok(());
+        let mut shared_names = None;
+        for (r, blob) in node.all_gather(&w.0).iter().enumerate() {
+            let mut rd = Reader::new(blob);
+            let rc = rd.i32();
+            if rc != CL_SUCCESS && merged.is_ok() {
+                merged = Err(rc);
+            }
+            let n = rd.u32();
+            let mut remote = self.remote.lock();
+            for _ in 0..n {
+                let index = rd.u32();
+                let status = rd.i32();
+                let log = rd.str();
+                let binary_type = rd.u32() as cl_program_binary_type;
+                if r as u32 != node.rank {
+                    remote.insert(
+                        index,
+                        RemoteBuild {
+                            status,
+                            log,
+                            binary_type,
+                        },
+                    );
+                }
+            }
+            let had_executable = rd.u32() != 0;
+            let names = rd.str();
+            if had_executable && shared_names.is_none() {
+                shared_names = Some(names);
+            }
+        }
+        *self.shared_kernel_names.lock() = shared_names;
+        merged
     }
 
     pub fn kernel_count(&self) -> u32 {

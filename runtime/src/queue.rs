@@ -36,10 +36,16 @@ impl Queue {
         device: Arc<Device>,
         properties: cl_command_queue_properties,
     ) -> ClResult<Arc<Queue>> {
-        let vctx = context.vendor_context(&device).vctx;
-        let vendor_props = properties & CL_QUEUE_PROFILING_ENABLE;
-        let vqueue = create_vendor_queue(vctx, device.vdev, vendor_props)?;
-        device.issuer();
+        // A virtual device's queue is bookkeeping: it has no vendor queue here.
+        let vqueue = if device.local {
+            let vctx = context.vendor_context(&device).vctx;
+            let vendor_props = properties & CL_QUEUE_PROFILING_ENABLE;
+            let vqueue = create_vendor_queue(vctx, device.vdev, vendor_props)?;
+            device.issuer();
+            vqueue
+        } else {
+            V::NULL
+        };
         Ok(Arc::new(Queue {
             header: Header::new(),
             context,
@@ -117,6 +123,9 @@ impl Queue {
 
 impl Drop for Queue {
     fn drop(&mut self) {
+        if self.vqueue.0.is_null() {
+            return;
+        }
         if let Ok(f) = vfn!(self.vqueue.0, clReleaseCommandQueue) {
             // SAFETY: we own one reference; the vendor flushes what is pending.
             unsafe { f(self.vqueue.0) };

@@ -344,9 +344,16 @@ int main(void)
     void *out = malloc(N * 4);
     static const char *vname[4] = {"private buffers", "shared buffer + sub-buffers",
                                    "shared buffer + offsets", "one host thread per device"};
+    /* Replicas of a host program (MirrorCL under mpirun) agree on the order of API
+     * calls only when one thread enqueues: host threads enqueueing concurrently
+     * interleave differently on every rank, so variant D runs on a single rank only. */
+    const char *world = getenv("OMPI_COMM_WORLD_SIZE");
+    int variants = world && atoi(world) > 1 ? 3 : 4;
+    if (variants == 3)
+        printf("  (variant D, one host thread per device, skipped: several ranks)\n");
     for (int op = 0; op < OP_COUNT; op++) {
         make_inputs((enum op)op);
-        for (int v = 0; v < 4; v++) {
+        for (int v = 0; v < variants; v++) {
             memset(out, 0xEE, N * 4);
             if (v == 0)
                 variant_private((enum op)op, out);

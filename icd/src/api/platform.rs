@@ -180,7 +180,7 @@ pub unsafe extern "C" fn clCreateSubDevices(
     num_devices_ret: *mut cl_uint,
 ) -> cl_int {
     entry(|| {
-        let p = platform();
+        platform();
         let parent = Device::from_handle(in_device)?;
         if properties.is_null() {
             return Err(CL_INVALID_VALUE);
@@ -196,12 +196,8 @@ pub unsafe extern "C" fn clCreateSubDevices(
             props.push(v);
             i += 1;
         }
-        let f = mirrorcl_runtime::vfn!(parent.vdev.0, clCreateSubDevices)?;
-        let mut n: cl_uint = 0;
-        // SAFETY: counting call.
-        mirrorcl_runtime::check(unsafe {
-            f(parent.vdev.0, properties, 0, std::ptr::null_mut(), &mut n)
-        })?;
+        props.push(0);
+        let (n, subs) = Device::create_sub_devices(&parent, &props, !out_devices.is_null())?;
         if !out_devices.is_null() && num_devices < n {
             return Err(CL_INVALID_VALUE);
         }
@@ -209,33 +205,9 @@ pub unsafe extern "C" fn clCreateSubDevices(
             // SAFETY: valid out-pointer.
             unsafe { *num_devices_ret = n };
         }
-        if out_devices.is_null() {
-            return Ok(());
-        }
-        let mut vsubs = vec![std::ptr::null_mut(); n as usize];
-        // SAFETY: n writable entries.
-        mirrorcl_runtime::check(unsafe {
-            f(
-                parent.vdev.0,
-                properties,
-                n,
-                vsubs.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        })?;
-        for (k, v) in vsubs.into_iter().enumerate() {
-            let index = p.new_device_index();
-            let dev = Device::capture(
-                index,
-                parent.owner,
-                parent.vendor,
-                p.group_for(parent.vendor, index),
-                mirrorcl_runtime::vendor::V(v),
-                Some(parent.clone()),
-                props.clone(),
-            )?;
+        for (k, dev) in subs.into_iter().enumerate() {
             // SAFETY: num_devices >= n writable entries.
-            unsafe { *out_devices.add(k) = Device::into_handle(Arc::new(dev)) };
+            unsafe { *out_devices.add(k) = Device::into_handle(dev) };
         }
         Ok(())
     })

@@ -6,11 +6,10 @@ use crate::{c_str, entry, entry_obj, platform};
 use mirrorcl_runtime::cl::*;
 use mirrorcl_runtime::context::Context;
 use mirrorcl_runtime::device::Device;
-use mirrorcl_runtime::kernel::{kernel_query, ArgValue, Kernel};
+use mirrorcl_runtime::kernel::{ArgValue, Kernel};
 use mirrorcl_runtime::memory::Buffer;
 use mirrorcl_runtime::object::Handle;
 use mirrorcl_runtime::program::Program;
-use mirrorcl_runtime::vendor::c_string;
 use mirrorcl_runtime::{vfn, ClResult};
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
@@ -353,7 +352,12 @@ pub unsafe extern "C" fn clGetProgramInfo(
                 if !built() {
                     return Err(CL_INVALID_PROGRAM_EXECUTABLE);
                 }
-                Info(p.vendor_info(param_name)?)
+                let names = p.kernel_names()?;
+                if param_name == CL_PROGRAM_NUM_KERNELS {
+                    Info::value::<usize>(names.split(';').filter(|s| !s.is_empty()).count())
+                } else {
+                    Info::text(&names)
+                }
             }
             _ => return Err(CL_INVALID_VALUE),
         };
@@ -421,7 +425,7 @@ pub unsafe extern "C" fn clCreateKernelsInProgram(
         if !p.devices.iter().any(|d| p.is_built_for(d)) {
             return Err(CL_INVALID_PROGRAM_EXECUTABLE);
         }
-        let names = c_string(&p.vendor_info(CL_PROGRAM_KERNEL_NAMES)?);
+        let names = p.kernel_names()?;
         let names: Vec<&str> = names.split(';').filter(|s| !s.is_empty()).collect();
         if !kernels.is_null() && (num_kernels as usize) < names.len() {
             return Err(CL_INVALID_VALUE);
@@ -580,14 +584,10 @@ pub unsafe extern "C" fn clGetKernelInfo(
             CL_KERNEL_REFERENCE_COUNT => Info::value::<cl_uint>(k.header().count()),
             CL_KERNEL_CONTEXT => Info::value(k.program.context.handle()),
             CL_KERNEL_PROGRAM => Info::value(k.program.handle()),
-            CL_KERNEL_ATTRIBUTES => {
-                let probe = k.any_probe();
-                let f = vfn!(probe.0, clGetKernelInfo)?;
-                // SAFETY: standard two-call query.
-                Info(kernel_query(probe, |kk, size, value, ret| unsafe {
-                    f(kk.0, param_name, size, value, ret)
-                })?)
-            }
+            CL_KERNEL_ATTRIBUTES => match &k.facts.attributes {
+                Some(a) => Info(a.clone()),
+                None => Info::text(""),
+            },
             _ => return Err(CL_INVALID_VALUE),
         };
         info.write(param_value_size, param_value, param_value_size_ret)
@@ -609,12 +609,11 @@ pub unsafe extern "C" fn clGetKernelArgInfo(
         if arg_index >= k.num_args {
             return Err(CL_INVALID_ARG_INDEX);
         }
-        let probe = k.any_probe();
-        let f = vfn!(probe.0, clGetKernelArgInfo)?;
-        // SAFETY: standard two-call query.
-        let bytes = kernel_query(probe, |kk, size, value, ret| unsafe {
-            f(kk.0, arg_index, param_name, size, value, ret)
-        })?;
+        let bytes = match k.facts.arg_answer(arg_index, param_name) {
+            Some(Ok(b)) => b.clone(),
+            Some(Err(_)) => return Err(CL_KERNEL_ARG_INFO_NOT_AVAILABLE),
+            None => return Err(CL_INVALID_VALUE),
+        };
         Info(bytes).write(param_value_size, param_value, param_value_size_ret)
     })
 }
@@ -630,7 +629,7 @@ pub(crate) fn kernel_device(k: &Kernel, device: cl_device_id) -> ClResult<Arc<De
     } else {
         Device::from_handle(device)?
     };
-    if k.vendor_kernel(&d).is_none() {
+    if !k.facts.work_group.contains_key(&d.index) {
         return Err(CL_INVALID_DEVICE);
     }
     Ok(d)
@@ -658,13 +657,12 @@ pub unsafe extern "C" fn clGetKernelWorkGroupInfo(
                 );
             }
         }
-        // Asked of the device's own kernel's vendor so the answer is the device's.
-        let vk = k.probe(d.group).ok_or(CL_INVALID_DEVICE)?;
-        let f = vfn!(vk.0, clGetKernelWorkGroupInfo)?;
-        // SAFETY: standard two-call query.
-        let bytes = kernel_query(vk, |kk, size, value, ret| unsafe {
-            f(kk.0, d.vdev.0, param_name, size, value, ret)
-        })?;
+        // The device's owner answered when the kernel was created.
+        let bytes = match k.facts.work_group_answer(d.index, param_name) {
+            Some(Ok(b)) => b.clone(),
+            Some(Err(rc)) => return Err(*rc),
+            None => return Err(CL_INVALID_VALUE),
+        };
         Info(bytes).write(param_value_size, param_value, param_value_size_ret)
     })
 }

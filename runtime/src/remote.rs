@@ -1,0 +1,260 @@
+//! What crosses ranks for a command or a planned step (Table IV.1): the sends and
+//! receives that follow device work on one rank and feed device work on another, and
+//! the broadcast that makes what the host reads identical on every rank.
+//!
+//! Every function here is called under the scheduler lock, in schedule order, on every
+//! rank alike; each takes its tag from `Node::next_tag` so that both ends agree.
+
+use crate::cl::*;
+use crate::context::new_stream;
+use crate::event::Event;
+use crate::node::{node, Direction, Transfer, What};
+use crate::ClResult;
+use std::alloc::Layout;
+use std::any::Any;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+/// A page-aligned block of host memory that stages bytes between a device and the
+/// network. Not initialised: every byte is written (by a vendor read or a receive)
+/// before it is read.
+pub struct Staging {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+// SAFETY: the block is owned; accesses are ordered by the events that use it.
+unsafe impl Send for Staging {}
+// SAFETY: as above.
+unsafe impl Sync for Staging {}
+
+impl Staging {
+    pub fn new(len: usize) -> ClResult<Arc<Staging>> {
+        let layout =
+            Layout::from_size_align(len.max(1), 4096).map_err(|_| CL_OUT_OF_HOST_MEMORY)?;
+        // SAFETY: non-zero size.
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        if ptr.is_null() {
+            return Err(CL_OUT_OF_HOST_MEMORY);
+        }
+        Ok(Arc::new(Staging { ptr, layout }))
+    }
+
+    pub fn addr(&self) -> usize {
+        self.ptr as usize
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+/// The host memory a read fills: contiguous, or a rectangle of host rows.
+#[derive(Clone, Copy, Debug)]
+pub enum HostSpan {
+    Contiguous {
+        ptr: usize,
+        len: usize,
+    },
+    Rect {
+        ptr: usize,
+        origin: [usize; 3],
+        region: [usize; 3],
+        row_pitch: usize,
+        slice_pitch: usize,
+    },
+}
+
+impl HostSpan {
+    pub fn len(&self) -> usize {
+        match *self {
+            HostSpan::Contiguous { len, .. } => len,
+            HostSpan::Rect { region, .. } => region[0] * region[1] * region[2],
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Start addresses of the rectangle's rows, in order.
+    fn rows(&self) -> Vec<usize> {
+        match *self {
+            HostSpan::Contiguous { ptr, .. } => vec![ptr],
+            HostSpan::Rect {
+                ptr,
+                origin,
+                region,
+                row_pitch,
+                slice_pitch,
+            } => {
+                let mut rows = Vec::with_capacity(region[1] * region[2]);
+                for z in 0..region[2] {
+                    for y in 0..region[1] {
+                        rows.push(
+                            ptr + (origin[2] + z) * slice_pitch
+                                + (origin[1] + y) * row_pitch
+                                + origin[0],
+                        );
+                    }
+                }
+                rows
+            }
+        }
+    }
+
+    /// Copies the rectangle into `block` (`pack`) or back out of it.
+    fn copy(&self, block: &Staging, pack: bool) {
+        let HostSpan::Rect { region, .. } = *self else {
+            return;
+        };
+        for (i, row) in self.rows().into_iter().enumerate() {
+            let staged = block.addr() + i * region[0];
+            let (from, to) = if pack { (row, staged) } else { (staged, row) };
+            // SAFETY: both ranges lie inside memory the command owns (the application's
+            // rectangle, validated; the staging block of `len()` bytes).
+            unsafe { std::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, region[0]) };
+        }
+    }
+}
+
+/// Every rank but this one.
+pub fn other_ranks() -> Vec<u32> {
+    let n = node();
+    (0..n.size).filter(|&r| r != n.rank).collect()
+}
+
+/// Completes `done` once every one of `count` parts arrived; a failed part fails it.
+fn join(done: Arc<Event>, count: usize) -> impl Fn(bool) + Send + Sync + Clone {
+    struct Join {
+        done: Arc<Event>,
+        left: AtomicI32,
+        failed: AtomicI32,
+    }
+    let j = Arc::new(Join {
+        done,
+        left: AtomicI32::new(count as i32),
+        failed: AtomicI32::new(0),
+    });
+    move |ok: bool| {
+        if !ok {
+            j.failed.store(1, Ordering::Release);
+        }
+        if j.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let status = if j.failed.load(Ordering::Acquire) != 0 {
+                CL_OUT_OF_RESOURCES
+            } else {
+                CL_COMPLETE
+            };
+            j.done.complete(status);
+        }
+    }
+}
+
+/// Once `after` (device work writing `span`) is done, sends the bytes of `span` to
+/// `peers`; `done` completes when every send has. A failed `after` still sends (so no
+/// peer waits forever) and fails `done`.
+pub fn send_when_done(
+    after: &Arc<Event>,
+    done: Arc<Event>,
+    peers: Vec<u32>,
+    tag: u64,
+    span: HostSpan,
+    what: What,
+    keep: Option<Arc<dyn Any + Send + Sync>>,
+) {
+    if peers.is_empty() {
+        let d = done.clone();
+        after.on_done(move |status| d.complete(status));
+        return;
+    }
+    after.on_done(move |status| {
+        let (ptr, block) = match span {
+            HostSpan::Contiguous { ptr, .. } => (ptr, None),
+            HostSpan::Rect { .. } => match Staging::new(span.len()) {
+                Ok(b) => {
+                    span.copy(&b, true);
+                    (b.addr(), Some(b))
+                }
+                Err(rc) => {
+                    done.complete(rc);
+                    return;
+                }
+            },
+        };
+        let failed_before = status < 0;
+        let arrive = join(done.clone(), peers.len());
+        for peer in peers {
+            let arrive = arrive.clone();
+            let block = block.clone();
+            let keep = keep.clone();
+            node().transfer(Transfer {
+                direction: Direction::Send,
+                peer,
+                tag,
+                ptr,
+                len: span.len(),
+                what,
+                done: Box::new(move |ok| {
+                    drop((block, keep));
+                    arrive(ok && !failed_before);
+                }),
+            });
+        }
+    });
+}
+
+/// Once `deps` are done, receives `span` from `peer`; `done` completes on arrival.
+pub fn receive_after(
+    deps: Vec<Arc<Event>>,
+    done: Arc<Event>,
+    peer: u32,
+    tag: u64,
+    span: HostSpan,
+    what: What,
+    keep: Option<Arc<dyn Any + Send + Sync>>,
+) {
+    let post = move || {
+        let (ptr, block) = match span {
+            HostSpan::Contiguous { ptr, .. } => (ptr, None),
+            HostSpan::Rect { .. } => match Staging::new(span.len()) {
+                Ok(b) => (b.addr(), Some(b)),
+                Err(rc) => {
+                    done.complete(rc);
+                    return;
+                }
+            },
+        };
+        node().transfer(Transfer {
+            direction: Direction::Recv,
+            peer,
+            tag,
+            ptr,
+            len: span.len(),
+            what,
+            done: Box::new(move |ok| {
+                if let Some(b) = &block {
+                    span.copy(b, false);
+                }
+                drop(keep);
+                done.complete(if ok { CL_COMPLETE } else { CL_OUT_OF_RESOURCES });
+            }),
+        });
+    };
+    if deps.iter().all(|d| d.is_done()) {
+        post();
+    } else {
+        let gate = Event::new(
+            deps[0].context.clone(),
+            None,
+            CL_COMMAND_MARKER,
+            new_stream(),
+        );
+        gate.complete_after(deps);
+        // The receive is posted whatever the dependencies' status: the sender sends.
+        gate.on_done(move |_| post());
+    }
+}
