@@ -179,6 +179,7 @@ fn issue(
     blocking: bool,
 ) {
     let stream = event.stream;
+    let free = deps.iter().all(|d| d.is_done());
     let info = JobInfo {
         vqueue,
         event: Arc::as_ptr(&event) as usize,
@@ -188,9 +189,10 @@ fn issue(
                 event.command_type,
                 CL_COMMAND_NDRANGE_KERNEL | CL_COMMAND_TASK
             )
-            && deps.iter().all(|d| d.is_done()),
+            && free,
         blocking,
         deps: deps.iter().map(|d| Arc::as_ptr(d) as usize).collect(),
+        free,
     };
     let run = move |state: &mut IssuerState, share: bool| {
         // A failed dependency fails this command, first (before any bridge below lets
@@ -365,6 +367,13 @@ fn transfer(
         Location::Host => None,
     };
     let (src, dst) = (device_of(step.from), device_of(step.to));
+    tracing::trace!(
+        "step tag {tag}: buffer {} {:?} {:?} -> {:?}",
+        step.buffer,
+        step.range,
+        step.from,
+        step.to
+    );
     let offset = step.range.start as usize;
     let len = (step.range.end - step.range.start) as usize;
     let what = What {

@@ -113,6 +113,9 @@ pub struct JobInfo {
     pub blocking: bool,
     /// The events (by address) it waits for.
     pub deps: Vec<usize>,
+    /// Every dependency was done when it was scheduled: it completes after what is
+    /// before it on its vendor queue and nothing else.
+    pub free: bool,
 }
 
 /// Runs a job; the flag says whether it shares a later command's vendor event.
@@ -166,20 +169,25 @@ fn run(rx: Receiver<Job>, spin: Duration) {
 /// Which jobs of a batch issue without a vendor event of their own: a kernel launch
 /// that a later job of the batch on the same vendor queue follows (its event then
 /// stands for both), that no later job of the batch waits for, and that no blocking job
-/// follows (a blocking job must find everything before it backed).
+/// follows (a blocking job must find everything before it backed). The job that follows
+/// must be free of pending dependencies: otherwise the kernel's completion would wait
+/// for them, and they may wait for the kernel (through another device, or another rank).
 fn sharing(batch: &[Job]) -> Vec<bool> {
     let mut share = vec![false; batch.len()];
-    let mut later_queues: Vec<V> = Vec::new();
+    // Per vendor queue, whether the next job of the batch on it is free.
+    let mut later_queues: Vec<(V, bool)> = Vec::new();
     let mut waited_for: rustc_hash::FxHashSet<usize> = Default::default();
     let mut blocking_later = false;
     for (i, job) in batch.iter().enumerate().rev() {
         let info = &job.info;
+        let next = later_queues.iter_mut().find(|(q, _)| *q == info.vqueue);
         share[i] = info.may_share
             && !blocking_later
-            && later_queues.contains(&info.vqueue)
+            && next.as_ref().is_some_and(|(_, free)| *free)
             && !waited_for.contains(&info.event);
-        if !later_queues.contains(&info.vqueue) {
-            later_queues.push(info.vqueue);
+        match next {
+            Some(entry) => entry.1 = info.free,
+            None => later_queues.push((info.vqueue, info.free)),
         }
         waited_for.extend(info.deps.iter().copied());
         blocking_later |= info.blocking;

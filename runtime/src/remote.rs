@@ -172,6 +172,7 @@ pub fn send_when_done(
         return;
     }
     after.on_done(move |status| {
+        tracing::trace!("tag {tag}: sending {} bytes to {peers:?}", span.len());
         let (ptr, block) = match span {
             HostSpan::Contiguous { ptr, .. } => (ptr, None),
             HostSpan::Rect { .. } => match Staging::new(span.len()) {
