@@ -81,6 +81,9 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             .iter()
             .map(|(b, _, _)| root_arc(b) as Arc<dyn std::any::Any + Send + Sync>),
     );
+    if let Some(a) = accesses.first() {
+        event.set_subject(a.buffer);
+    }
     let mut deps = cmd.wait_list;
     // The scheduler lock is held until the command reaches its issuer, so every issuer
     // receives commands in schedule order.

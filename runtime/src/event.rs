@@ -64,6 +64,8 @@ pub struct Event {
     /// Completes after its vendor command (a read whose bytes are then sent to the other
     /// ranks): the queue's next command must wait for it explicitly.
     outlives_vendor: std::sync::atomic::AtomicBool,
+    /// The first buffer the command touches (its scheduler id; 0: none), for reports.
+    subject: AtomicU64,
     status: AtomicI32,
     state: Mutex<State>,
     done: Condvar,
@@ -129,6 +131,7 @@ impl Event {
             seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
             profiling,
             outlives_vendor: std::sync::atomic::AtomicBool::new(false),
+            subject: AtomicU64::new(0),
             status: AtomicI32::new(if command_type == CL_COMMAND_USER {
                 CL_SUBMITTED
             } else {
@@ -154,6 +157,10 @@ impl Event {
 
     pub fn is_done(&self) -> bool {
         self.status() <= CL_COMPLETE
+    }
+
+    pub fn set_subject(&self, buffer: u64) {
+        self.subject.store(buffer, Ordering::Relaxed);
     }
 
     pub fn set_outlives_vendor(&self) {
@@ -449,19 +456,36 @@ impl Event {
 
     fn deadline_expired(&self, waited: Duration) -> ! {
         let p = crate::platform::platform();
-        eprintln!(
+        let node = crate::node::node();
+        let mut report = format!(
             "MirrorCL: rank {} waited {:.0} s for command #{} ({}) on {}; it never completed \
-             (status {}). Deadline: MIRRORCL_WAIT_TIMEOUT. Aborting.",
+             (status {}). Deadline: MIRRORCL_WAIT_TIMEOUT.",
             p.rank,
             waited.as_secs_f64(),
             self.seq,
             command_name(self.command_type),
             self.queue()
-                .map(|q| format!("device {} ({})", q.device.index, q.device.name()))
+                .map(|q| {
+                    let d = &q.device;
+                    let owner = if d.local {
+                        String::new()
+                    } else {
+                        format!(", owned by rank {}", d.owner)
+                    };
+                    format!("device {} ({}{owner})", d.index, d.name())
+                })
                 .unwrap_or_else(|| "no queue (user event)".into()),
             self.status()
         );
-        std::process::abort();
+        let buffer = self.subject.load(Ordering::Relaxed);
+        if buffer != 0 {
+            report.push_str(&format!(" It uses buffer #{buffer}."));
+        }
+        for line in node.pending_report() {
+            report.push_str(&format!("\n  still waiting: {line}"));
+        }
+        eprintln!("{report}\nMirrorCL: aborting the job.");
+        node.abort();
     }
 
     /// Profiling information: the vendor's timestamps when the command ran on a vendor
