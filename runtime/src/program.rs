@@ -105,6 +105,7 @@ impl Program {
         status: &mut [cl_int],
     ) -> ClResult<Arc<Program>> {
         let mut vendor = Vec::new();
+        let mut result = Ok(());
         for vc in &context.vendor_contexts {
             let picked: Vec<usize> = (0..devices.len())
                 .filter(|&i| devices[i].group == vc.group)
@@ -136,12 +137,65 @@ impl Program {
                 }
             }
             if err != CL_SUCCESS {
-                release_all(&vendor);
-                return Err(err);
+                // Not returned yet: in a cluster the other ranks wait for this result.
+                result = Err(err);
+                break;
             }
             vendor.push((vc.group, V(p)));
         }
-        Ok(Program::wrap(context, devices, None, vendor))
+        let program = Program::wrap(context, devices, None, vendor);
+        program.share_creation(result, status)?;
+        Ok(program)
+    }
+
+    /// After `clCreateProgramWithBinary`, every rank learns each device's status and
+    /// binary type from its owner, and returns the first failure in rank order.
+    fn share_creation(&self, result: ClResult<()>, status: &mut [cl_int]) -> ClResult<()> {
+        let node = crate::node::node();
+        if !node.is_cluster() {
+            return result;
+        }
+        let mut w = Writer::default();
+        w.i32(result.err().unwrap_or(CL_SUCCESS));
+        for (i, d) in self.devices.iter().enumerate() {
+            if d.local {
+                let ok = result.is_ok();
+                w.u32(1)
+                    .u32(d.index)
+                    .i32(status.get(i).copied().unwrap_or(CL_SUCCESS))
+                    .u32(if ok { self.binary_type(d) as u32 } else { 0 });
+            }
+        }
+        w.u32(0);
+        let mut merged = Ok(());
+        for (r, blob) in node.all_gather(&w.0).iter().enumerate() {
+            let mut rd = Reader::new(blob);
+            let rc = rd.i32();
+            if rc != CL_SUCCESS && merged.is_ok() {
+                merged = Err(rc);
+            }
+            while rd.u32() == 1 {
+                let index = rd.u32();
+                let st = rd.i32();
+                let binary_type = rd.u32() as cl_program_binary_type;
+                if let Some(i) = self.devices.iter().position(|d| d.index == index) {
+                    if let Some(s) = status.get_mut(i) {
+                        *s = st;
+                    }
+                }
+                if r as u32 != node.rank {
+                    self.remote.lock().insert(
+                        index,
+                        RemoteBuild {
+                            status: CL_BUILD_NONE,
+                            log: String::new(),
+                            binary_type,
+                        },
+                    );
+                }
+            }
+        }
+        merged
     }
 
     pub fn vendor_program(&self, vendor: u32) -> Option<V> {
@@ -429,8 +483,46 @@ impl Program {
         })
     }
 
-    /// The binary of each of the program's devices, in the program's device order.
+    /// The binary of each of the program's devices, in the program's device order. In a
+    /// cluster this is a collective: each device's owner provides its binary.
     pub fn binaries(&self) -> ClResult<Vec<Vec<u8>>> {
+        let node = crate::node::node();
+        let local = self.local_binaries();
+        if !node.is_cluster() {
+            return local;
+        }
+        let mut w = Writer::default();
+        match &local {
+            Ok(bins) => {
+                w.i32(CL_SUCCESS);
+                for (d, b) in self.devices.iter().zip(bins) {
+                    if d.local {
+                        w.u32(1).u32(d.index).bytes(b);
+                    }
+                }
+                w.u32(0);
+            }
+            Err(rc) => {
+                w.i32(*rc);
+            }
+        }
+        let mut out = vec![Vec::new(); self.devices.len()];
+        for blob in node.all_gather(&w.0) {
+            let mut r = Reader::new(&blob);
+            crate::check(r.i32())?;
+            while r.u32() == 1 {
+                let index = r.u32();
+                let bytes = r.bytes();
+                if let Some(i) = self.devices.iter().position(|d| d.index == index) {
+                    out[i] = bytes;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The binaries of this rank's devices (empty for the others).
+    fn local_binaries(&self) -> ClResult<Vec<Vec<u8>>> {
         let mut out = vec![Vec::new(); self.devices.len()];
         if !self.devices.iter().any(|d| self.is_built_for(d)) {
             // No executable yet: every binary is empty (size 0), as the specification says.
