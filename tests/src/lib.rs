@@ -47,6 +47,9 @@ pub enum Way {
     Loader,
     /// Linked against `libmirrorcl.so` directly.
     Direct,
+    /// A hybrid MPI + OpenCL program: built with `mpicc` and the ICD loader, run under
+    /// `mpirun` with `LD_PRELOAD=libmirrorcl.so` (see [`run_cluster`]).
+    Mpi,
 }
 
 impl Way {
@@ -58,6 +61,7 @@ impl Way {
             Way::Preload => "preload",
             Way::Loader => "loader",
             Way::Direct => "direct",
+            Way::Mpi => "mpi",
         }
     }
 
@@ -165,7 +169,7 @@ fn compile_args(prog: &str, way: Way) -> Result<Vec<OsString>, String> {
         c.join(format!("{prog}.c")).into(),
     ];
     match way {
-        Way::Native | Way::Preload | Way::Loader => args.push("-lOpenCL".into()),
+        Way::Native | Way::Preload | Way::Loader | Way::Mpi => args.push("-lOpenCL".into()),
         Way::Direct => {
             let lib = locate_lib(std::env::var_os("MIRRORCL_LIB"))?;
             let dir = lib.parent().expect("library has a directory");
@@ -188,10 +192,14 @@ fn compile_args(prog: &str, way: Way) -> Result<Vec<OsString>, String> {
 /// and returns the binary.  Reuses the binary when it is newer than the
 /// sources and was built with the same command line.
 pub fn compile(prog: &str, way: Way) -> Result<PathBuf, String> {
-    let cc = std::env::var("CC")
-        .ok()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "cc".into());
+    let cc = if way == Way::Mpi {
+        "mpicc".to_string()
+    } else {
+        std::env::var("CC")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| "cc".into())
+    };
     let out_dir = target_dir().join("ctests").join(way.name());
     let bin = out_dir.join(prog);
     let stamp = out_dir.join(format!("{prog}.cmd"));
@@ -521,6 +529,7 @@ pub fn run_program_with(
                 env.push(("OCL_ICD_VENDORS".into(), format!("{}/", dir.display())));
             }
             Way::Direct | Way::Native => {}
+            Way::Mpi => return Err("MPI programs run under mpirun: use run_cluster".into()),
         }
     }
 
@@ -627,6 +636,253 @@ pub fn check_program_with(prog: &str, way: Way, devices: u32, extra_env: &[(&str
     );
 }
 
+/// The result of one run of a C program under `mpirun`, one replica per rank.
+#[derive(Debug)]
+pub struct ClusterOutput {
+    pub program: String,
+    pub ranks: u32,
+    /// PoCL CPU devices per rank.
+    pub devices: u32,
+    /// `mpirun`'s status; `None` when the harness killed it at its timeout.
+    pub status: Option<ExitStatus>,
+    /// Each rank's standard output and error, in rank order.
+    pub outputs: Vec<(String, String)>,
+    /// What `mpirun` itself printed.
+    pub mpirun_output: String,
+    pub elapsed: Duration,
+    pub command: String,
+}
+
+impl ClusterOutput {
+    /// `mpirun` exited 0 and every rank printed `PASS <program>`.
+    pub fn passed(&self) -> bool {
+        let pass_line = format!("PASS {}", self.program);
+        self.status.is_some_and(|s| s.success())
+            && self.outputs.len() == self.ranks as usize
+            && self
+                .outputs
+                .iter()
+                .all(|(out, _)| out.lines().any(|l| l.trim_end() == pass_line))
+    }
+
+    /// The lines of every rank's standard output that start with `prefix`.
+    pub fn lines_with(&self, prefix: &str) -> Vec<Vec<String>> {
+        self.outputs
+            .iter()
+            .map(|(out, _)| {
+                out.lines()
+                    .filter(|l| l.starts_with(prefix))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Everything the ranks printed to standard error.
+    pub fn all_stderr(&self) -> String {
+        self.outputs
+            .iter()
+            .map(|(_, e)| e.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    pub fn report(&self) -> String {
+        let mut text = format!(
+            "{} ({} ranks x {} devices) ended with {} after {:.1} s\ncommand: {}\n",
+            self.program,
+            self.ranks,
+            self.devices,
+            match self.status {
+                None => "KILLED by the harness timeout".to_string(),
+                Some(s) => s.to_string(),
+            },
+            self.elapsed.as_secs_f64(),
+            self.command
+        );
+        for (r, (out, err)) in self.outputs.iter().enumerate() {
+            text.push_str(&format!(
+                "---- rank {r} stdout ----\n{}\n---- rank {r} stderr ----\n{}\n",
+                out.trim_end(),
+                err.trim_end()
+            ));
+        }
+        text.push_str(&format!(
+            "---- mpirun ----\n{}\n",
+            self.mpirun_output.trim_end()
+        ));
+        text
+    }
+}
+
+/// Runs `prog` (linked with the ICD loader) under `mpirun -np ranks` with
+/// `libmirrorcl.so` preloaded and `devices` PoCL CPU devices per rank: a test cluster
+/// on this machine (oversubscribed). Each rank's output is collected separately.
+pub fn run_cluster(
+    prog: &str,
+    ranks: u32,
+    devices: u32,
+    extra_env: &[(&str, &str)],
+) -> Result<ClusterOutput, String> {
+    run_cluster_as(prog, Way::Preload, ranks, devices, extra_env)
+}
+
+/// [`run_cluster`] for a program built `way` (`Way::Mpi` for hybrid MPI programs).
+pub fn run_cluster_as(
+    prog: &str,
+    way: Way,
+    ranks: u32,
+    devices: u32,
+    extra_env: &[(&str, &str)],
+) -> Result<ClusterOutput, String> {
+    let bin = compile(prog, way)?;
+    let bin = bin.as_path();
+    let lib = mirrorcl_lib();
+    let out_dir = target_dir()
+        .join("ctests")
+        .join("mpi-out")
+        .join(format!("{prog}-{ranks}x{devices}-{}", unique_suffix()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let wait_timeout = run_timeout()
+        .as_secs()
+        .saturating_sub(30)
+        .max(10)
+        .to_string();
+    let mut env: Vec<(String, String)> = vec![
+        ("LD_PRELOAD".into(), lib.display().to_string()),
+        (
+            "POCL_DEVICES".into(),
+            vec!["pthread"; devices as usize].join(" "),
+        ),
+        ("MIRRORCL_EXPECT".into(), "1".into()),
+        ("CTEST_EXPECT_DEVICES".into(), (ranks * devices).to_string()),
+        ("MIRRORCL_WAIT_TIMEOUT".into(), wait_timeout),
+        // Ranks on one machine would share PoCL's kernel cache, which is not safe for
+        // concurrent builds of the same program by several processes.
+        ("POCL_KERNEL_CACHE".into(), "0".into()),
+    ];
+    for (k, v) in extra_env {
+        env.retain(|(name, _)| name != k);
+        env.push((k.to_string(), v.to_string()));
+    }
+    let mut cmd = Command::new("mpirun");
+    cmd.args([
+        "-np",
+        &ranks.to_string(),
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+    ])
+    .arg("--output-filename")
+    .arg(&out_dir);
+    for (k, v) in &env {
+        cmd.arg("-x").arg(format!("{k}={v}"));
+    }
+    cmd.arg(bin);
+    for var in CONTROLLED_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .current_dir(c_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let command = format!(
+        "mpirun -np {ranks} --oversubscribe --bind-to none {} {}",
+        env.iter()
+            .map(|(k, v)| format!("-x {k}={v:?}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        bin.display()
+    );
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run mpirun (is OpenMPI installed?): {e}"))?;
+    let mut out_pipe = child.stdout.take().expect("piped stdout");
+    let mut err_pipe = child.stderr.take().expect("piped stderr");
+    let readers = [
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = out_pipe.read_to_end(&mut buf);
+            buf
+        }),
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = err_pipe.read_to_end(&mut buf);
+            buf
+        }),
+    ];
+    let timeout = run_timeout();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("waiting for mpirun: {e}")),
+        }
+    };
+    let elapsed = start.elapsed();
+    let mpirun_output = readers
+        .into_iter()
+        .map(|r| String::from_utf8_lossy(&r.join().unwrap_or_default()).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    // OpenMPI writes <dir>/<job>/rank.<r>/{stdout,stderr}.
+    let rank_dir = |r: u32| -> Option<PathBuf> {
+        let jobs = std::fs::read_dir(&out_dir).ok()?;
+        jobs.flatten()
+            .map(|j| j.path().join(format!("rank.{r}")))
+            .find(|p| p.is_dir())
+    };
+    let outputs = (0..ranks)
+        .map(|r| {
+            let read = |name: &str| {
+                rank_dir(r)
+                    .and_then(|d| std::fs::read_to_string(d.join(name)).ok())
+                    .unwrap_or_default()
+            };
+            (read("stdout"), read("stderr"))
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&out_dir);
+    Ok(ClusterOutput {
+        program: prog.to_string(),
+        ranks,
+        devices,
+        status,
+        outputs,
+        mpirun_output,
+        elapsed,
+        command,
+    })
+}
+
+/// Runs `prog` as a cluster and asserts that every rank passed; returns the output for
+/// further checks.
+pub fn check_cluster(
+    prog: &str,
+    ranks: u32,
+    devices: u32,
+    extra_env: &[(&str, &str)],
+) -> ClusterOutput {
+    let out = run_cluster(prog, ranks, devices, extra_env)
+        .unwrap_or_else(|e| panic!("{prog} ({ranks} ranks x {devices} devices): {e}"));
+    assert!(out.passed(), "{}", out.report());
+    println!(
+        "{prog} ({ranks} ranks x {devices} devices): PASS in {:.2} s",
+        out.elapsed.as_secs_f64()
+    );
+    out
+}
+
 /// The C programs of the suite (`tests/c/<name>.c`).
 pub const PROGRAMS: &[&str] = &[
     "vecadd_multi",
@@ -637,6 +893,19 @@ pub const PROGRAMS: &[&str] = &[
     "events",
     "errors",
     "pingpong",
+];
+
+/// The programs written for cluster runs (`tests/tests/cluster.rs`): ordinary
+/// multi-device programs whose devices MirrorCL spreads over ranks.
+pub const CLUSTER_PROGRAMS: &[&str] = &[
+    "cluster_vecadd",
+    "cluster_turns",
+    "cluster_stencil",
+    "cluster_control",
+    "cluster_build",
+    "cluster_big",
+    "cluster_timeout",
+    "cluster_hybrid",
 ];
 
 #[cfg(test)]
@@ -652,7 +921,7 @@ mod tests {
 
     #[test]
     fn every_program_has_a_source_file() {
-        for prog in PROGRAMS {
+        for prog in PROGRAMS.iter().chain(CLUSTER_PROGRAMS) {
             let src = c_dir().join(format!("{prog}.c"));
             assert!(src.is_file(), "missing {}", src.display());
         }

@@ -1,0 +1,145 @@
+//! Cluster mode under real `mpirun`: 1–4 ranks on this machine (oversubscribed), each
+//! with 1–3 PoCL CPU devices of its own, `libmirrorcl.so` preloaded. Every rank runs the
+//! whole program and checks its results bit-exactly against a CPU reference; a test
+//! passes when `mpirun` exits 0 and every rank printed `PASS <program>`.
+//!
+//! Names are `<program>::ranks<R>_dev<D>`, so `cargo test -p mirrorcl-tests --test
+//! cluster stencil` runs one program.
+
+use mirrorcl_tests::{check_cluster, run_cluster, run_cluster_as, Way};
+
+macro_rules! cluster_program {
+    ($prog:ident: $($name:ident ($ranks:literal, $devs:literal)),+) => {
+        mod $prog {
+            use super::*;
+            $(
+                #[test]
+                fn $name() {
+                    check_cluster(stringify!($prog), $ranks, $devs, &[]);
+                }
+            )+
+        }
+    };
+}
+
+cluster_program!(cluster_vecadd: ranks1_dev3 (1, 3), ranks2_dev1 (2, 1), ranks3_dev2 (3, 2), ranks4_dev1 (4, 1), ranks4_dev3 (4, 3));
+cluster_program!(cluster_turns: ranks1_dev3 (1, 3), ranks2_dev1 (2, 1), ranks3_dev2 (3, 2), ranks4_dev1 (4, 1), ranks4_dev3 (4, 3));
+cluster_program!(cluster_stencil: ranks1_dev3 (1, 3), ranks2_dev1 (2, 1), ranks3_dev2 (3, 2), ranks4_dev1 (4, 1), ranks4_dev3 (4, 3));
+cluster_program!(cluster_control: ranks1_dev3 (1, 3), ranks2_dev1 (2, 1), ranks3_dev2 (3, 2), ranks4_dev1 (4, 1), ranks4_dev3 (4, 3));
+// The single-process suite, replicated: every rank must see the same answers,
+// including the error codes of bad calls.
+cluster_program!(vecadd_multi: ranks2_dev3 (2, 3), ranks4_dev1 (4, 1));
+cluster_program!(platform_device: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
+cluster_program!(context: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
+cluster_program!(buffers: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
+cluster_program!(program_kernel: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
+cluster_program!(events: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
+cluster_program!(errors: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
+cluster_program!(pingpong: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
+
+/// Build results are the owners': every rank prints the same status, log length and
+/// log hash for every device, and the same kernel work-group answers.
+#[test]
+fn build_failure_is_reported_identically_on_every_rank() {
+    for (ranks, devs) in [(2, 2), (3, 1)] {
+        let out = check_cluster("cluster_build", ranks, devs, &[]);
+        for prefix in ["build-log device", "wg device", "device "] {
+            let lines = out.lines_with(prefix);
+            assert_eq!(
+                lines[0].len(),
+                (ranks * devs) as usize,
+                "one `{prefix}` line per device on rank 0\n{}",
+                out.report()
+            );
+            for (r, l) in lines.iter().enumerate() {
+                assert_eq!(
+                    l,
+                    &lines[0],
+                    "rank {r} differs from rank 0\n{}",
+                    out.report()
+                );
+            }
+        }
+        let logs = out.lines_with("build-log device");
+        assert!(
+            logs[0]
+                .iter()
+                .all(|l| l.contains("status -2") && !l.contains("length 0 ")),
+            "every device reports CL_BUILD_ERROR with a log: {:?}",
+            logs[0]
+        );
+    }
+}
+
+/// A program that initialises MPI itself keeps its own MPI: MirrorCL works on a
+/// duplicate of its world and leaves finalisation to it.
+#[test]
+fn hybrid_mpi_program() {
+    for (ranks, devs) in [(1, 2), (3, 1)] {
+        let out = run_cluster_as("cluster_hybrid", Way::Mpi, ranks, devs, &[])
+            .expect("run the hybrid program");
+        assert!(out.passed(), "{}", out.report());
+    }
+}
+
+/// One vendor context per device: data between two devices of one rank also takes the
+/// host copy, which is replicated (a broadcast).
+#[test]
+fn stencil_with_separate_vendor_contexts() {
+    check_cluster(
+        "cluster_stencil",
+        2,
+        2,
+        &[("MIRRORCL_CONTEXT_PER_DEVICE", "1")],
+    );
+}
+
+/// Ranks sharing a host may split its CPU devices like GPUs: 3 ranks, 3 PoCL devices
+/// each on this host, one per rank.
+#[test]
+fn cpu_devices_split_between_ranks() {
+    check_cluster(
+        "cluster_vecadd",
+        3,
+        3,
+        &[
+            ("MIRRORCL_CPU_DEVICES", "split"),
+            ("CTEST_EXPECT_DEVICES", "3"),
+        ],
+    );
+}
+
+/// A wait that cannot complete (a kernel behind a user event nobody sets, read from
+/// another rank) ends the job within the deadline with a report naming the command, the
+/// owner rank and the buffer, not a hang.
+#[test]
+fn a_wait_that_cannot_complete_ends_with_a_diagnostic() {
+    let out = run_cluster("cluster_timeout", 2, 1, &[("MIRRORCL_WAIT_TIMEOUT", "3")])
+        .expect("run cluster_timeout");
+    assert!(
+        out.status.is_some_and(|s| !s.success()),
+        "the job must fail\n{}",
+        out.report()
+    );
+    assert!(out.elapsed.as_secs() < 60, "{}", out.report());
+    let stderr = out.all_stderr();
+    for needle in [
+        "MirrorCL: rank 1 waited",
+        "MirrorCL: rank 0 waited",
+        "(clEnqueueReadBuffer) on device 1",
+        "owned by rank 1",
+        "It uses buffer #",
+        "MIRRORCL_WAIT_TIMEOUT",
+    ] {
+        assert!(
+            stderr.contains(needle),
+            "missing {needle:?} in the ranks' reports\n{}",
+            out.report()
+        );
+    }
+    assert!(
+        !out.outputs.iter().any(|(o, _)| o.contains("UNEXPECTED")),
+        "{}",
+        out.report()
+    );
+}
