@@ -851,7 +851,7 @@ pub fn rw_rect(
             at_host: false,
             blocking,
             fills_host: (!write).then_some(HostSpan::Rect {
-                ptr: ptr as usize,
+                ptr,
                 origin: host.origin,
                 region,
                 row_pitch: host.row_pitch,

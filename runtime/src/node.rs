@@ -60,11 +60,15 @@ pub struct Transfer {
     pub done: Box<dyn FnOnce(bool) + Send>,
 }
 
+/// A posted transfer as deadline reports show it: direction, peer, purpose, since when.
+type PendingTransfer = (Direction, u32, What, Instant);
+type Pending = Arc<Mutex<Vec<PendingTransfer>>>;
+
 struct Mpi {
     control: Mutex<MpiHandle<SimpleCommunicator>>,
     world: RawComm,
     jobs: Sender<Transfer>,
-    pending: Arc<Mutex<Vec<(Direction, u32, What, Instant)>>>,
+    pending: Pending,
     stop: Arc<AtomicBool>,
     progress: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Set when MirrorCL initialised MPI (and so must finalise it).
@@ -381,7 +385,7 @@ fn progress_loop(
     rank: u32,
     comm: RawComm,
     jobs: Receiver<Transfer>,
-    pending: Arc<Mutex<Vec<(Direction, u32, What, Instant)>>>,
+    pending: Pending,
     stop: Arc<AtomicBool>,
     spin: Duration,
     timeout: Option<Duration>,
@@ -491,7 +495,7 @@ fn progress_loop(
     }
 }
 
-fn publish(active: &VecDeque<Active>, pending: &Mutex<Vec<(Direction, u32, What, Instant)>>) {
+fn publish(active: &VecDeque<Active>, pending: &Mutex<Vec<PendingTransfer>>) {
     let mut p = pending.lock();
     p.clear();
     p.extend(active.iter().filter_map(|a| {

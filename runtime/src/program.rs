@@ -163,7 +163,7 @@ impl Program {
                 w.u32(1)
                     .u32(d.index)
                     .i32(status.get(i).copied().unwrap_or(CL_SUCCESS))
-                    .u32(if ok { self.binary_type(d) as u32 } else { 0 });
+                    .u32(if ok { self.binary_type(d) } else { 0 });
             }
         }
         w.u32(0);
@@ -177,7 +177,7 @@ impl Program {
             while rd.u32() == 1 {
                 let index = rd.u32();
                 let st = rd.i32();
-                let binary_type = rd.u32() as cl_program_binary_type;
+                let binary_type = rd.u32();
                 if let Some(i) = self.devices.iter().position(|d| d.index == index) {
                     if let Some(s) = status.get_mut(i) {
                         *s = st;
@@ -598,7 +598,7 @@ impl Program {
             w.u32(d.index)
                 .i32(self.build_status(d))
                 .str(&self.build_log(d))
-                .u32(self.binary_type(d) as u32);
+                .u32(self.binary_type(d));
         }
         let built = mine
             .iter()
@@ -625,7 +625,7 @@ impl Program {
                 let index = rd.u32();
                 let status = rd.i32();
                 let log = rd.str();
-                let binary_type = rd.u32() as cl_program_binary_type;
+                let binary_type = rd.u32();
                 if r as u32 != node.rank {
                     remote.insert(
                         index,
