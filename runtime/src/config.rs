@@ -56,6 +56,9 @@ pub struct RuntimeSettings {
     /// Whether to run as a cluster over MPI: "auto" (when started by an MPI launcher or
     /// when the program initialised MPI itself) or "off" (`MIRRORCL_MPI`).
     pub mpi: MpiMode,
+    /// Rank 0 prints the cluster's device table (id, owner rank, host, vendor, type,
+    /// name) to standard error at start-up (`MIRRORCL_SHOW_DEVICES=1`).
+    pub show_devices: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -85,6 +88,7 @@ impl Default for RuntimeSettings {
             wait_timeout_s: 600,
             context_per_device: false,
             mpi: MpiMode::Auto,
+            show_devices: false,
         }
     }
 }
@@ -138,6 +142,9 @@ impl Config {
         }
         if let Some(v) = env("MIRRORCL_CONTEXT_PER_DEVICE") {
             config.runtime.context_per_device = matches!(v.as_str(), "1" | "true" | "yes");
+        }
+        if let Some(v) = env("MIRRORCL_SHOW_DEVICES") {
+            config.runtime.show_devices = matches!(v.as_str(), "1" | "true" | "yes");
         }
         if let Some(v) = env("MIRRORCL_CPU_DEVICES") {
             config.devices.cpu = match v.as_str() {

@@ -62,6 +62,9 @@ impl Platform {
             next_device_index: AtomicU32::new(0),
         };
         platform.devices = platform.discover_devices();
+        if platform.config.runtime.show_devices && platform.rank == 0 {
+            eprint!("{}", platform.device_table());
+        }
         tracing::debug!(
             "MirrorCL: {} vendor platform(s), {} device(s)",
             platform.vendors.len(),
@@ -224,6 +227,47 @@ impl Platform {
         } else {
             Err(CL_INVALID_PLATFORM)
         }
+    }
+
+    /// The cluster's devices, one line each: what `MIRRORCL_SHOW_DEVICES=1` prints.
+    pub fn device_table(&self) -> String {
+        let mut t = format!(
+            "MirrorCL: {} rank(s), {} device(s)\n  {:>3}  {:>4}  {:<12} {:<28} {:<5} {:>9} {:>4}  name\n",
+            self.size,
+            self.devices.len(),
+            "id",
+            "rank",
+            "host",
+            "vendor",
+            "type",
+            "memory",
+            "CUs"
+        );
+        for d in &self.devices {
+            let t_ = d.device_type();
+            let kind = if t_ & CL_DEVICE_TYPE_GPU != 0 {
+                "GPU"
+            } else if t_ & CL_DEVICE_TYPE_CPU != 0 {
+                "CPU"
+            } else if t_ & CL_DEVICE_TYPE_ACCELERATOR != 0 {
+                "ACC"
+            } else {
+                "other"
+            };
+            let mem: cl_ulong = d.info_value(CL_DEVICE_GLOBAL_MEM_SIZE);
+            t.push_str(&format!(
+                "  {:>3}  {:>4}  {:<12} {:<28} {:<5} {:>6} MiB {:>4}  {}\n",
+                d.index,
+                d.owner,
+                d.host,
+                d.vendor_name,
+                kind,
+                mem >> 20,
+                d.info_value::<cl_uint>(CL_DEVICE_MAX_COMPUTE_UNITS),
+                d.name()
+            ));
+        }
+        t
     }
 
     /// This rank's own devices.
