@@ -11,7 +11,11 @@ strip --strip-debug -o "$out/libmirrorcl.so" target/release/libmirrorcl.so
 strip --strip-debug -o "$out/bin/mirrorcl-overhead" target/release/mirrorcl-overhead
 for src in tests/c/*.c; do
   name=$(basename "$src" .c)
-  cc -O2 -std=c11 -o "$out/bin/$name" "$src" -lOpenCL -lm
+  if [ "$name" = cluster_hybrid ]; then
+    mpicc -O2 -std=c11 -pthread -o "$out/bin/$name" "$src" -lOpenCL -lm
+  else
+    cc -O2 -std=c11 -pthread -o "$out/bin/$name" "$src" -lOpenCL -lm
+  fi
 done
-cp tests/gpu/run-on-gpu.sh "$out/"
+cp tests/gpu/run-on-gpu.sh tests/gpu/run-cluster-on-gpu.sh "$out/"
 du -sh "$out"
