@@ -245,6 +245,39 @@ impl Device {
         }
     }
 
+    /// A query MirrorCL does not capture (newer than 1.2, or a vendor extension's),
+    /// answered by the owner's vendor. In a cluster this is a collective, so every rank
+    /// returns the owner's answer, bytes or error.
+    pub fn owner_query(&self, param: cl_device_info) -> ClResult<Vec<u8>> {
+        let local = if self.local {
+            vfn!(self.vdev.0, clGetDeviceInfo).and_then(|f| {
+                query_bytes(|size, value, ret| {
+                    // SAFETY: standard two-call query on a live vendor device.
+                    unsafe { f(self.vdev.0, param, size, value, ret) }
+                })
+            })
+        } else {
+            Err(CL_INVALID_VALUE)
+        };
+        let node = crate::node::node();
+        if !node.is_cluster() {
+            return local;
+        }
+        let mut w = Writer::default();
+        if self.local {
+            match &local {
+                Ok(b) => w.i32(CL_SUCCESS).bytes(b),
+                Err(rc) => w.i32(*rc),
+            };
+        }
+        let all = node.all_gather(&w.0);
+        let mut r = Reader::new(&all[self.owner as usize]);
+        match r.i32() {
+            CL_SUCCESS => Ok(r.bytes()),
+            rc => Err(rc),
+        }
+    }
+
     /// `clCreateSubDevices` (`props` zero-terminated): the owner partitions its actual
     /// device and every rank learns the result from it, so sub-device indexes and
     /// answers agree everywhere. Only counts when `create` is false.

@@ -153,16 +153,9 @@ pub unsafe extern "C" fn clGetDeviceInfo(
             }
             _ => match d.info(param_name) {
                 Some(bytes) => Info(bytes.to_vec()),
-                None if d.owner == p.rank
-                    && !mirrorcl_runtime::device::DEVICE_INFO_1_2.contains(&param_name) =>
-                {
-                    // Newer queries are answered by the vendor itself.
-                    let f = mirrorcl_runtime::vfn!(d.vdev.0, clGetDeviceInfo)?;
-                    let bytes = mirrorcl_runtime::vendor::query_bytes(|size, value, ret| {
-                        // SAFETY: standard two-call query on a live vendor device.
-                        unsafe { f(d.vdev.0, param_name, size, value, ret) }
-                    })?;
-                    Info(bytes)
+                None if !mirrorcl_runtime::device::DEVICE_INFO_1_2.contains(&param_name) => {
+                    // Newer queries and vendor extensions: the owner's vendor answers.
+                    Info(d.owner_query(param_name)?)
                 }
                 None => return Err(CL_INVALID_VALUE),
             },
