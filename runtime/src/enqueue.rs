@@ -354,8 +354,11 @@ fn transfer(
     deps: Vec<Arc<Event>>,
 ) -> (u64, Arc<Event>) {
     let node = crate::node::node();
-    // Every rank takes a tag for every step, so the counters stay equal.
-    let tag = node.next_tag();
+    let offset = step.range.start as usize;
+    let len = (step.range.end - step.range.start) as usize;
+    let pieces = remote::pieces(offset, len);
+    // Every rank takes a tag for every piece of every step, so the counters stay equal.
+    let tag = node.next_tags(pieces.len());
     let root = buffers
         .iter()
         .find(|(b, _, _)| b.id == step.buffer)
@@ -377,13 +380,11 @@ fn transfer(
         step.from,
         step.to
     );
-    let offset = step.range.start as usize;
-    let len = (step.range.end - step.range.start) as usize;
-    let what = What {
+    let what = |piece: &Range<usize>| What {
         command: "a planned transfer",
         buffer: step.buffer,
-        offset: offset as u64,
-        len: len as u64,
+        offset: piece.start as u64,
+        len: piece.len() as u64,
     };
     let nothing = || {
         let event = Event::new(ctx.clone(), None, CL_COMMAND_MARKER, new_stream());
@@ -395,126 +396,184 @@ fn transfer(
         event.complete(rc);
         (event.stream, event)
     };
-    match (&src, &dst) {
-        (Some(s), Some(d)) if s.owner != d.owner => {
-            if s.local {
-                // Read into a staging block, then send it to the destination's owner.
-                let result = (|| {
-                    let block = Staging::new(len)?;
-                    let read =
-                        local_transfer(ctx, s, &root, false, offset, len, block.addr(), deps)?;
-                    let sent = Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, read.stream);
+    let result = match (&src, &dst) {
+        (Some(s), Some(d)) if s.owner != d.owner && s.local => {
+            // Read each piece into a staging block and send it to the destination's
+            // owner; a block is reused once its piece has been sent.
+            (|| {
+                let blocks = (0..remote::WINDOW.min(pieces.len()))
+                    .map(|_| Staging::new(len.min(remote::PIECE)))
+                    .collect::<ClResult<Vec<_>>>()?;
+                let all_sent = Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, new_stream());
+                let arrive = remote::join(all_sent.clone(), pieces.len());
+                let mut sent: Vec<Arc<Event>> = Vec::new();
+                for (i, piece) in pieces.iter().enumerate() {
+                    let block = blocks[i % blocks.len()].clone();
+                    let mut piece_deps = deps.clone();
+                    if i >= blocks.len() {
+                        piece_deps.push(sent[i - blocks.len()].clone());
+                    }
+                    let read = local_transfer(
+                        ctx,
+                        s,
+                        &root,
+                        false,
+                        piece.start,
+                        piece.len(),
+                        block.addr(),
+                        piece_deps,
+                    )?;
+                    let piece_sent =
+                        Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, read.stream);
                     let span = HostSpan::Contiguous {
                         ptr: block.addr(),
-                        len,
+                        len: piece.len(),
                     };
                     remote::send_when_done(
                         &read,
-                        sent.clone(),
+                        piece_sent.clone(),
                         vec![d.owner],
-                        tag,
+                        tag + i as u64,
                         span,
-                        what,
+                        what(piece),
                         Some(block),
                     );
-                    Ok::<_, cl_int>(sent)
-                })();
-                match result {
-                    Ok(sent) => (sent.stream, sent),
-                    Err(rc) => failed(CL_COMMAND_COPY_BUFFER, rc),
+                    let arrive = arrive.clone();
+                    piece_sent.on_done(move |status| arrive(status >= 0));
+                    sent.push(piece_sent);
                 }
-            } else if d.local {
-                // Receive into a staging block, then write it to the device.
-                let result = (|| {
-                    let block = Staging::new(len)?;
+                Ok::<_, cl_int>(all_sent)
+            })()
+            .map_err(|rc| (CL_COMMAND_COPY_BUFFER, rc))
+        }
+        (Some(s), Some(d)) if s.owner != d.owner && d.local => {
+            // Receive each piece into a staging block and write it to the device; a
+            // block is received into again once its previous piece is written.
+            (|| {
+                let blocks = (0..remote::WINDOW.min(pieces.len()))
+                    .map(|_| Staging::new(len.min(remote::PIECE)))
+                    .collect::<ClResult<Vec<_>>>()?;
+                let mut writes: Vec<Arc<Event>> = Vec::new();
+                for (i, piece) in pieces.iter().enumerate() {
+                    let block = blocks[i % blocks.len()].clone();
                     let received =
                         Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, new_stream());
                     let span = HostSpan::Contiguous {
                         ptr: block.addr(),
-                        len,
+                        len: piece.len(),
+                    };
+                    let free = if i >= blocks.len() {
+                        vec![writes[i - blocks.len()].clone()]
+                    } else {
+                        Vec::new()
                     };
                     remote::receive_after(
-                        Vec::new(),
+                        free,
                         received.clone(),
                         s.owner,
-                        tag,
+                        tag + i as u64,
                         span,
-                        what,
+                        what(piece),
                         Some(block.clone()),
                     );
-                    let mut deps = deps;
-                    deps.push(received);
-                    let write =
-                        local_transfer(ctx, d, &root, true, offset, len, block.addr(), deps)?;
+                    let mut piece_deps = deps.clone();
+                    piece_deps.push(received);
+                    let write = local_transfer(
+                        ctx,
+                        d,
+                        &root,
+                        true,
+                        piece.start,
+                        piece.len(),
+                        block.addr(),
+                        piece_deps,
+                    )?;
                     write.keep(block);
-                    Ok::<_, cl_int>(write)
-                })();
-                match result {
-                    Ok(write) => (write.stream, write),
-                    Err(rc) => failed(CL_COMMAND_COPY_BUFFER, rc),
+                    writes.push(write);
                 }
-            } else {
-                nothing()
-            }
+                // The transfer queue is in order: the last write completes last.
+                Ok::<_, cl_int>(writes.pop().expect("at least one piece"))
+            })()
+            .map_err(|rc| (CL_COMMAND_COPY_BUFFER, rc))
         }
+        (Some(s), Some(d)) if s.owner != d.owner => return nothing(),
         (Some(s), Some(d)) => {
-            if s.local {
-                match local_copy(ctx, s, d, &root, offset, len, deps) {
-                    Ok(e) => (e.stream, e),
-                    Err(rc) => failed(CL_COMMAND_COPY_BUFFER, rc),
-                }
-            } else {
-                nothing()
+            if !s.local {
+                return nothing();
             }
+            local_copy(ctx, s, d, &root, offset, len, deps)
+                .map_err(|rc| (CL_COMMAND_COPY_BUFFER, rc))
         }
         (None, Some(d)) => {
-            if d.local {
-                let host = match root.host_copy() {
-                    Ok(h) => h as usize + offset,
-                    Err(rc) => return failed(CL_COMMAND_WRITE_BUFFER, rc),
-                };
-                match local_transfer(ctx, d, &root, true, offset, len, host, deps) {
-                    Ok(e) => (e.stream, e),
-                    Err(rc) => failed(CL_COMMAND_WRITE_BUFFER, rc),
-                }
-            } else {
-                nothing()
+            if !d.local {
+                return nothing();
             }
+            root.host_copy()
+                .and_then(|h| {
+                    local_transfer(ctx, d, &root, true, offset, len, h as usize + offset, deps)
+                })
+                .map_err(|rc| (CL_COMMAND_WRITE_BUFFER, rc))
         }
         (Some(s), None) => {
-            // The host copy is replicated: the owner reads into its own and sends the
-            // bytes to every other rank, which receive into theirs.
-            let host = match root.host_copy() {
-                Ok(h) => h as usize + offset,
-                Err(rc) => return failed(CL_COMMAND_READ_BUFFER, rc),
-            };
-            let span = HostSpan::Contiguous { ptr: host, len };
-            if s.local {
-                let read = match local_transfer(ctx, s, &root, false, offset, len, host, deps) {
-                    Ok(e) => e,
-                    Err(rc) => return failed(CL_COMMAND_READ_BUFFER, rc),
-                };
-                if !node.is_cluster() {
-                    return (read.stream, read);
+            // The host copy is replicated: the owner reads each piece into its own and
+            // sends it to every other rank, which receive into theirs.
+            (|| {
+                let host = root.host_copy()? as usize;
+                if s.local && !node.is_cluster() {
+                    return local_transfer(ctx, s, &root, false, offset, len, host + offset, deps);
                 }
-                let sent = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, read.stream);
-                remote::send_when_done(
-                    &read,
-                    sent.clone(),
-                    remote::other_ranks(),
-                    tag,
-                    span,
-                    what,
-                    Some(root),
-                );
-                (sent.stream, sent)
-            } else {
-                let received = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
-                remote::receive_after(deps, received.clone(), s.owner, tag, span, what, Some(root));
-                (received.stream, received)
-            }
+                let done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
+                let arrive = remote::join(done.clone(), pieces.len());
+                for (i, piece) in pieces.iter().enumerate() {
+                    let span = HostSpan::Contiguous {
+                        ptr: host + piece.start,
+                        len: piece.len(),
+                    };
+                    let piece_done =
+                        Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
+                    if s.local {
+                        let read = local_transfer(
+                            ctx,
+                            s,
+                            &root,
+                            false,
+                            piece.start,
+                            piece.len(),
+                            host + piece.start,
+                            deps.clone(),
+                        )?;
+                        remote::send_when_done(
+                            &read,
+                            piece_done.clone(),
+                            remote::other_ranks(),
+                            tag + i as u64,
+                            span,
+                            what(piece),
+                            Some(root.clone()),
+                        );
+                    } else {
+                        remote::receive_after(
+                            deps.clone(),
+                            piece_done.clone(),
+                            s.owner,
+                            tag + i as u64,
+                            span,
+                            what(piece),
+                            Some(root.clone()),
+                        );
+                    }
+                    let arrive = arrive.clone();
+                    piece_done.on_done(move |status| arrive(status >= 0));
+                }
+                Ok::<_, cl_int>(done)
+            })()
+            .map_err(|rc| (CL_COMMAND_READ_BUFFER, rc))
         }
         (None, None) => unreachable!("the host copy never transfers to itself"),
+    };
+    match result {
+        Ok(e) => (e.stream, e),
+        Err((command_type, rc)) => failed(command_type, rc),
     }
 }
 

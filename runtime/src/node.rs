@@ -240,7 +240,12 @@ impl Node {
     /// The next transfer tag. Every rank calls this at the same points of the command
     /// stream (under the scheduler lock, for every planned transfer, wherever it runs).
     pub fn next_tag(&self) -> u64 {
-        self.next_tag.fetch_add(1, Ordering::Relaxed)
+        self.next_tags(1)
+    }
+
+    /// The first of `n` consecutive tags (one per piece of a transfer).
+    pub fn next_tags(&self, n: usize) -> u64 {
+        self.next_tag.fetch_add(n as u64, Ordering::Relaxed)
     }
 
     /// Every rank's `mine`, in rank order (a collective on the control communicator).

@@ -1,7 +1,10 @@
 //! A transfer larger than `i32::MAX` bytes between two ranks (its own test binary, so
 //! that it runs alone: it holds several GiB). PoCL allocates at most 2 GiB per buffer,
 //! so here the buffer is exactly 2 GiB: 2^31 bytes, one more than an `int` count can
-//! say, which MirrorCL sends in chunks. The GPU run (`docs/gpu.md`) moves 2 GiB + 64 MiB.
+//! say, which MirrorCL moves in 64 MiB pieces through a few staging blocks: from the
+//! device of rank 0 to the device of rank 1, then (the whole buffer mapped on rank 1's
+//! device) from there into every rank's host copy. The GPU run (`docs/gpu.md`) moves
+//! 2 GiB + 64 MiB.
 
 use mirrorcl_tests::check_cluster;
 
