@@ -101,10 +101,7 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     }
     queue.record(event.clone());
     let node = crate::node::node();
-    let shared_read = cmd
-        .fills_host
-        .filter(|_| node.is_cluster())
-        .map(|span| (span, node.next_tag()));
+    let shared_read = cmd.fills_host.filter(|_| node.is_cluster());
     let what = || What {
         command: command_name(cmd.command_type),
         buffer: accesses.first().map_or(0, |a| a.buffer),
@@ -127,7 +124,7 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             );
             None
         }
-        (Work::Vendor(f), true, Some((span, tag))) => {
+        (Work::Vendor(f), true, Some(span)) => {
             // The owner reads, then sends the bytes to every other rank.
             let vctx = ctx.vendor_context(&device).vctx;
             let read = Event::new(ctx.clone(), None, cmd.command_type, queue.stream);
@@ -136,7 +133,6 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
                 &read,
                 event.clone(),
                 remote::other_ranks(),
-                tag,
                 span,
                 what(),
                 None,
@@ -153,7 +149,8 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             );
             None
         }
-        (Work::Vendor(_), false, Some((span, tag))) => {
+        (Work::Vendor(_), false, Some(span)) => {
+            let tag = node.tag_with(device.owner);
             remote::receive_after(deps, event.clone(), device.owner, tag, span, what(), None);
             None
         }
@@ -357,8 +354,6 @@ fn transfer(
     let offset = step.range.start as usize;
     let len = (step.range.end - step.range.start) as usize;
     let pieces = remote::pieces(offset, len);
-    // Every rank takes a tag for every piece of every step, so the counters stay equal.
-    let tag = node.next_tags(pieces.len());
     let root = buffers
         .iter()
         .find(|(b, _, _)| b.id == step.buffer)
@@ -374,7 +369,7 @@ fn transfer(
     };
     let (src, dst) = (device_of(step.from), device_of(step.to));
     tracing::trace!(
-        "step tag {tag}: buffer {} {:?} {:?} -> {:?}",
+        "step: buffer {} {:?} {:?} -> {:?}",
         step.buffer,
         step.range,
         step.from,
@@ -432,8 +427,7 @@ fn transfer(
                     remote::send_when_done(
                         &read,
                         piece_sent.clone(),
-                        vec![d.owner],
-                        tag + i as u64,
+                        vec![(d.owner, node.tag_with(d.owner))],
                         span,
                         what(piece),
                         Some(block),
@@ -471,7 +465,7 @@ fn transfer(
                         free,
                         received.clone(),
                         s.owner,
-                        tag + i as u64,
+                        node.tag_with(s.owner),
                         span,
                         what(piece),
                         Some(block.clone()),
@@ -524,7 +518,7 @@ fn transfer(
                 }
                 let done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
                 let arrive = remote::join(done.clone(), pieces.len());
-                for (i, piece) in pieces.iter().enumerate() {
+                for piece in pieces.iter() {
                     let span = HostSpan::Contiguous {
                         ptr: host + piece.start,
                         len: piece.len(),
@@ -546,7 +540,6 @@ fn transfer(
                             &read,
                             piece_done.clone(),
                             remote::other_ranks(),
-                            tag + i as u64,
                             span,
                             what(piece),
                             Some(root.clone()),
@@ -556,7 +549,7 @@ fn transfer(
                             deps.clone(),
                             piece_done.clone(),
                             s.owner,
-                            tag + i as u64,
+                            node.tag_with(s.owner),
                             span,
                             what(piece),
                             Some(root.clone()),

@@ -10,8 +10,8 @@
 //!   at agreed points of the call sequence (device exchange, build results, kernel facts),
 //!   `data` for buffer contents, moved by non-blocking point-to-point operations that one
 //!   progress thread posts and completes.
-//! - Tags come from a counter every rank advances at the same points of the command
-//!   stream, so both ends of a transfer agree without asking each other.
+//! - Tags come from a counter per pair of ranks that both advance at the same points of
+//!   the command stream, so both ends of a transfer agree without asking each other.
 
 use crate::config::{Config, MpiMode};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
@@ -21,7 +21,7 @@ use mpi::traits::*;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -99,7 +99,8 @@ pub struct Node {
     pub local_size: u32,
     pub host: String,
     mpi: Option<Mpi>,
-    next_tag: AtomicU64,
+    /// Per peer rank, the tag of the next message with it.
+    tags: Mutex<Vec<u64>>,
 }
 
 static NODE: OnceLock<Node> = OnceLock::new();
@@ -152,7 +153,7 @@ impl Node {
             local_size: 1,
             host: host_name(),
             mpi: None,
-            next_tag: AtomicU64::new(0),
+            tags: Mutex::new(vec![0]),
         }
     }
 
@@ -226,7 +227,7 @@ impl Node {
                 progress: Mutex::new(Some(progress)),
                 universe: Mutex::new(universe.map(MpiHandle)),
             }),
-            next_tag: AtomicU64::new(0),
+            tags: Mutex::new(vec![0; world.size() as usize]),
         };
         // SAFETY: registering a plain extern "C" function.
         unsafe { libc::atexit(shut_down_at_exit) };
@@ -237,15 +238,16 @@ impl Node {
         self.size > 1
     }
 
-    /// The next transfer tag. Every rank calls this at the same points of the command
-    /// stream (under the scheduler lock, for every planned transfer, wherever it runs).
-    pub fn next_tag(&self) -> u64 {
-        self.next_tags(1)
-    }
-
-    /// The first of `n` consecutive tags (one per piece of a transfer).
-    pub fn next_tags(&self, n: usize) -> u64 {
-        self.next_tag.fetch_add(n as u64, Ordering::Relaxed)
+    /// The tag of the next message between this rank and `peer`, in either direction.
+    /// Both ranks of a pair see the same commands in the same order (commands are only
+    /// left out on ranks they do not involve), so each takes the same tags for the
+    /// messages between them without asking, whatever other ranks exchange.
+    pub fn tag_with(&self, peer: u32) -> u64 {
+        let mut tags = self.tags.lock();
+        let t = &mut tags[peer as usize];
+        let tag = *t;
+        *t += 1;
+        tag
     }
 
     /// Every rank's `mine`, in rank order (a collective on the control communicator).

@@ -3,7 +3,8 @@
 //! the broadcast that makes what the host reads identical on every rank.
 //!
 //! Every function here is called under the scheduler lock, in schedule order, on every
-//! rank alike; each takes its tag from `Node::next_tag` so that both ends agree.
+//! rank alike; the caller takes each message's tag from `Node::tag_with` in that order,
+//! so that both ends agree.
 
 use crate::cl::*;
 use crate::context::new_stream;
@@ -167,10 +168,13 @@ impl HostSpan {
     }
 }
 
-/// Every rank but this one.
-pub fn other_ranks() -> Vec<u32> {
+/// Every rank but this one, each with the tag of the next message to it.
+pub fn other_ranks() -> Vec<(u32, u64)> {
     let n = node();
-    (0..n.size).filter(|&r| r != n.rank).collect()
+    (0..n.size)
+        .filter(|&r| r != n.rank)
+        .map(|r| (r, n.tag_with(r)))
+        .collect()
 }
 
 /// Completes `done` once every one of `count` parts arrived; a failed part fails it.
@@ -201,13 +205,12 @@ pub fn join(done: Arc<Event>, count: usize) -> impl Fn(bool) + Send + Sync + Clo
 }
 
 /// Once `after` (device work writing `span`) is done, sends the bytes of `span` to
-/// `peers`; `done` completes when every send has. A failed `after` still sends (so no
-/// peer waits forever) and fails `done`.
+/// `peers` (each with its tag); `done` completes when every send has. A failed `after`
+/// still sends (so no peer waits forever) and fails `done`.
 pub fn send_when_done(
     after: &Arc<Event>,
     done: Arc<Event>,
-    peers: Vec<u32>,
-    tag: u64,
+    peers: Vec<(u32, u64)>,
     span: HostSpan,
     what: What,
     keep: Option<Arc<dyn Any + Send + Sync>>,
@@ -218,7 +221,7 @@ pub fn send_when_done(
         return;
     }
     after.on_done(move |status| {
-        tracing::trace!("tag {tag}: sending {} bytes to {peers:?}", span.len());
+        tracing::trace!("sending {} bytes to {peers:?}", span.len());
         let (ptr, block) = match span {
             HostSpan::Contiguous { ptr, .. } => (ptr, None),
             HostSpan::Rect { .. } => match Staging::new(span.len()) {
@@ -234,7 +237,7 @@ pub fn send_when_done(
         };
         let failed_before = status < 0;
         let arrive = join(done.clone(), peers.len());
-        for peer in peers {
+        for (peer, tag) in peers {
             let arrive = arrive.clone();
             let block = block.clone();
             let keep = keep.clone();
