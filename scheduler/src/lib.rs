@@ -143,6 +143,9 @@ impl<T: Clone> Hazards<T> {
 struct BufferState<T> {
     validity: ValidityMap,
     hazards: HashMap<Location, Hazards<T>>,
+    /// `clAttachBufferToDevice`: this device always holds the newest bytes; the valid
+    /// set is no longer tracked.
+    attached: Option<u32>,
 }
 
 /// Counters of what the scheduler decided.
@@ -193,9 +196,28 @@ impl<T: Clone> Scheduler<T> {
             BufferState {
                 validity: ValidityMap::new(size, set),
                 hazards: HashMap::default(),
+                attached: None,
             },
         );
         id
+    }
+
+    /// Attaches `buffer` to `device` (`clAttachBufferToDevice`): from now on the device
+    /// always holds its newest bytes. The runtime first makes the device's copy current
+    /// (a command at the device reading the whole buffer). Afterwards a command elsewhere
+    /// that reads the buffer gets the bytes from the device, every time, and one that
+    /// writes it sends the written bytes back to the device right after it; the valid
+    /// set is not tracked, so the plan for an attached buffer depends only on where the
+    /// command runs.
+    pub fn attach(&mut self, buffer: BufferId, device: u32) {
+        if let Some(state) = self.buffers.get_mut(&buffer) {
+            state.attached = Some(device);
+        }
+    }
+
+    /// The device `buffer` is attached to, if any.
+    pub fn attached(&self, buffer: BufferId) -> Option<u32> {
+        self.buffers.get(&buffer).and_then(|b| b.attached)
     }
 
     pub fn release_buffer(&mut self, id: BufferId) {
@@ -277,7 +299,19 @@ impl<T: Clone> Scheduler<T> {
                 continue;
             }
             if access.mode.reads() {
-                self.bring_valid(access.buffer, access.range.clone(), at, &mut submit_step);
+                match self.attached(access.buffer) {
+                    Some(a) if Location::Device(a) != at => self.move_range(
+                        access.buffer,
+                        access.range.clone(),
+                        Location::Device(a),
+                        at,
+                        &mut submit_step,
+                    ),
+                    Some(_) => {}
+                    None => {
+                        self.bring_valid(access.buffer, access.range.clone(), at, &mut submit_step)
+                    }
+                }
             }
             if let Some(state) = self.buffers.get(&access.buffer) {
                 if let Some(h) = state.hazards.get(&at) {
@@ -292,7 +326,7 @@ impl<T: Clone> Scheduler<T> {
             let Some(state) = self.buffers.get_mut(&access.buffer) else {
                 continue;
             };
-            if access.mode.writes() {
+            if access.mode.writes() && state.attached.is_none() {
                 state.validity.set_only(access.range.clone(), at);
             }
             state
@@ -300,6 +334,23 @@ impl<T: Clone> Scheduler<T> {
                 .entry(at)
                 .or_default()
                 .record(access.mode, stream, None, token);
+        }
+        // Written bytes of attached buffers go back to their device after the command.
+        for access in accesses {
+            if access.range.is_empty() || !access.mode.writes() {
+                continue;
+            }
+            if let Some(a) = self.attached(access.buffer) {
+                if Location::Device(a) != at {
+                    self.move_range(
+                        access.buffer,
+                        access.range.clone(),
+                        at,
+                        Location::Device(a),
+                        &mut submit_step,
+                    );
+                }
+            }
         }
         deps
     }
@@ -347,6 +398,40 @@ impl<T: Clone> Scheduler<T> {
         }
         // Two-hop routes pushed (s→Host, Host→to) per segment; merging above keeps order
         // per segment, and any s→Host hop precedes its Host→to hop.
+        self.submit_steps(buffer, steps, submit_step);
+    }
+
+    /// Moves `range` of an attached buffer from `from` to `to` by the route the source
+    /// rule gives for bytes valid at `from` alone.
+    fn move_range(
+        &mut self,
+        buffer: BufferId,
+        range: Range<u64>,
+        from: Location,
+        to: Location,
+        submit_step: &mut impl FnMut(&Step, Vec<T>) -> (StreamId, T),
+    ) {
+        let steps = self
+            .route(&ValidSet::only(from), to)
+            .into_iter()
+            .map(|(from, to)| Step {
+                buffer,
+                range: range.clone(),
+                from,
+                to,
+            })
+            .collect();
+        self.submit_steps(buffer, steps, submit_step);
+    }
+
+    /// Submits `steps` in order, each after the accesses it conflicts with, and records
+    /// them as readers of their source and writers of their destination.
+    fn submit_steps(
+        &mut self,
+        buffer: BufferId,
+        steps: Vec<Step>,
+        submit_step: &mut impl FnMut(&Step, Vec<T>) -> (StreamId, T),
+    ) {
         let scopes: Vec<Scope> = steps
             .iter()
             .map(|step| match (step.from, step.to) {
@@ -374,7 +459,9 @@ impl<T: Clone> Scheduler<T> {
                 .get_mut(&step.to)
                 .expect("inserted above")
                 .record(Mode::Write, stream, None, &token);
-            state.validity.add(step.range.clone(), step.to);
+            if state.attached.is_none() {
+                state.validity.add(step.range.clone(), step.to);
+            }
         }
     }
 }
@@ -423,6 +510,51 @@ mod tests {
         assert_eq!(
             s.validity(b, 0..64),
             vec![(0..64, ValidSet::only(Location::Device(2)))]
+        );
+    }
+
+    #[test]
+    fn attached_buffers_move_from_and_back_to_their_device_every_time() {
+        let mut s = sched();
+        let b = s.create_buffer(32, Some(Location::Host));
+        let mut steps = Vec::new();
+        let mut submit = |st: &Step, _deps: Vec<u32>| {
+            steps.push((st.from, st.to, st.range.clone()));
+            (999, 500)
+        };
+        let at = |d| Location::Device(d);
+        let whole = |mode| {
+            [Access {
+                buffer: b,
+                range: 0..32,
+                mode,
+            }]
+        };
+        // Made current on device 0, then attached.
+        s.schedule(at(0), 1, &whole(Mode::Read), &1, &mut submit);
+        s.attach(b, 0);
+        assert_eq!(s.attached(b), Some(0));
+        // On its device: nothing moves.
+        s.schedule(at(0), 1, &whole(Mode::ReadWrite), &2, &mut submit);
+        // Read elsewhere, twice: the bytes come from device 0 both times.
+        s.schedule(at(1), 2, &whole(Mode::Read), &3, &mut submit);
+        s.schedule(at(1), 2, &whole(Mode::Read), &4, &mut submit);
+        // Written elsewhere (part of it): that part goes back to device 0 afterwards.
+        let part = [Access {
+            buffer: b,
+            range: 8..16,
+            mode: Mode::Write,
+        }];
+        s.schedule(at(2), 3, &part, &5, &mut submit);
+        assert_eq!(
+            steps,
+            vec![
+                (Location::Host, at(0), 0..32),
+                (at(0), at(1), 0..32),
+                (at(0), at(1), 0..32),
+                (at(2), Location::Host, 8..16),
+                (Location::Host, at(0), 8..16),
+            ]
         );
     }
 
