@@ -23,6 +23,7 @@ pub static mirrorcl_icd_marker: u32 = 0x4d434c;
 /// Runs an entry point: a panic becomes `CL_OUT_OF_HOST_MEMORY` (the closest code the
 /// specification has for an internal failure) instead of unwinding into C.
 pub(crate) fn entry(f: impl FnOnce() -> ClResult<()>) -> cl_int {
+    count_call();
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => CL_SUCCESS,
         Ok(Err(e)) => e,
@@ -35,6 +36,7 @@ pub(crate) fn entry_obj<T>(
     errcode_ret: *mut cl_int,
     f: impl FnOnce() -> ClResult<*mut T>,
 ) -> *mut T {
+    count_call();
     let (ptr, code) = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(p)) => (p, CL_SUCCESS),
         Ok(Err(e)) => (std::ptr::null_mut(), e),
@@ -45,6 +47,12 @@ pub(crate) fn entry_obj<T>(
         unsafe { *errcode_ret = code };
     }
     ptr
+}
+
+#[inline]
+fn count_call() {
+    use mirrorcl_runtime::stats::{add, COUNTERS};
+    add(&COUNTERS.api_calls, 1);
 }
 
 /// Initialises the platform on the first call; every entry point calls it.
@@ -69,6 +77,11 @@ macro_rules! entry_points {
             $( if name == stringify!($name).as_bytes() { return api::$name as *mut c_void; } )*
             if name == b"clIcdGetPlatformIDsKHR" {
                 return api::clIcdGetPlatformIDsKHR as *mut c_void;
+            }
+            // MirrorCL's extension (cl_mirrorcl_attach_buffer), also under the
+            // platform's ICD suffix.
+            if name == b"clAttachBufferToDevice" || name == b"clAttachBufferToDeviceMCL" {
+                return api::clAttachBufferToDevice as *mut c_void;
             }
             std::ptr::null_mut()
         }

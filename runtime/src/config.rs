@@ -59,6 +59,22 @@ pub struct RuntimeSettings {
     /// Rank 0 prints the cluster's device table (id, owner rank, host, vendor, type,
     /// name) to standard error at start-up (`MIRRORCL_SHOW_DEVICES=1`).
     pub show_devices: bool,
+    /// Which of the thesis' variants runs (`MIRRORCL_VARIANT`): `decentralization`
+    /// (`clAttachBufferToDevice` ignored, every command enqueued), `attach` (attach
+    /// honoured, every command enqueued) or `full` (attach and the queueing
+    /// optimisation, the default).
+    pub variant: Variant,
+    /// `MIRRORCL_STATS`: empty for none, `1` for a table at exit, else a JSON file path.
+    pub stats: String,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    Decentralization,
+    Attach,
+    #[default]
+    Full,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -89,6 +105,8 @@ impl Default for RuntimeSettings {
             context_per_device: false,
             mpi: MpiMode::Auto,
             show_devices: false,
+            variant: Variant::Full,
+            stats: String::new(),
         }
     }
 }
@@ -145,6 +163,21 @@ impl Config {
         }
         if let Some(v) = env("MIRRORCL_SHOW_DEVICES") {
             config.runtime.show_devices = matches!(v.as_str(), "1" | "true" | "yes");
+        }
+        if let Some(v) = env("MIRRORCL_VARIANT") {
+            config.runtime.variant = match v.as_str() {
+                "decentralization" => Variant::Decentralization,
+                "attach" => Variant::Attach,
+                "full" => Variant::Full,
+                _ => {
+                    return Err(format!(
+                        "MIRRORCL_VARIANT={v}: use decentralization, attach or full"
+                    ))
+                }
+            };
+        }
+        if let Some(v) = env("MIRRORCL_STATS") {
+            config.runtime.stats = v;
         }
         if let Some(v) = env("MIRRORCL_CPU_DEVICES") {
             config.devices.cpu = match v.as_str() {

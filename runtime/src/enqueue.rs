@@ -3,6 +3,7 @@
 //! the device that runs it. Arguments reaching this module are already validated.
 
 use crate::cl::*;
+use crate::config::Variant;
 use crate::context::{new_stream, Context};
 use crate::device::Device;
 use crate::event::{command_name, Event, VendorEvent};
@@ -12,6 +13,7 @@ use crate::memory::{Buffer, Mapping};
 use crate::node::What;
 use crate::queue::Queue;
 use crate::remote::{self, HostSpan, Staging};
+use crate::stats::{add, COUNTERS};
 use crate::vendor::V;
 use crate::ClResult;
 use mirrorcl_scheduler::{Access, Location, Mode, Step};
@@ -61,6 +63,15 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let cmd_blocking = cmd.blocking;
     let ctx = queue.context.clone();
     let device = queue.device.clone();
+    add(&COUNTERS.commands_created, 1);
+    if left_out(&cmd) {
+        // Nothing here depends on it and nothing here must track it: not enqueued. Its
+        // event still keeps the meaning of its wait list.
+        add(&COUNTERS.commands_not_enqueued, 1);
+        let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, new_stream());
+        event.complete_after(cmd.wait_list);
+        return Ok(event);
+    }
     let (at, stream) = if cmd.at_host {
         (Location::Host, new_stream())
     } else {
@@ -88,9 +99,15 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     // The scheduler lock is held until the command reaches its issuer, so every issuer
     // receives commands in schedule order.
     let mut sched = ctx.lock_scheduler();
+    let scheduling = std::time::Instant::now();
+    add(&COUNTERS.commands_scheduled, 1);
     let conflicts = sched.schedule(at, stream, &accesses, &event, |step, step_deps| {
         transfer(&ctx, &cmd.accesses, step, step_deps)
     });
+    add(
+        &COUNTERS.scheduling_ns,
+        scheduling.elapsed().as_nanos() as u64,
+    );
     deps.extend(conflicts);
     if let Some(prev) = queue.last() {
         // A virtual device's queue has no vendor queue to keep it in order, and a read
@@ -111,6 +128,7 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let runs_here = cmd.at_host || device.local;
     let host_work = match (work, runs_here, shared_read) {
         (Work::Vendor(f), true, None) => {
+            add(&COUNTERS.commands_issued, 1);
             let vctx = ctx.vendor_context(&device).vctx;
             issue(
                 &device,
@@ -125,6 +143,7 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             None
         }
         (Work::Vendor(f), true, Some(span)) => {
+            add(&COUNTERS.commands_issued, 1);
             // The owner reads, then sends the bytes to every other rank.
             let vctx = ctx.vendor_context(&device).vctx;
             let read = Event::new(ctx.clone(), None, cmd.command_type, queue.stream);
@@ -164,6 +183,69 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     }
     queue.prune();
     Ok(event)
+}
+
+/// The queueing optimisation (thesis IV.6, Table IV.2, and further): a command is not
+/// enqueued on this rank when it runs on another rank's device, is not a read (whose
+/// bytes every rank must receive), and every buffer it touches is attached to a device
+/// of another rank. Then no step of it involves this rank (an attached buffer's steps go
+/// between its device and the command's, both elsewhere), and it changes nothing this
+/// rank tracks (attached buffers have no valid set; the hazards of other ranks' device
+/// instances only order work this rank never runs). Commands that touch no buffer
+/// (kernels with only values) qualify too. Every rank the command involves still
+/// schedules it, in the same order, so the ranks of each pair agree on their tags.
+fn left_out(cmd: &Command) -> bool {
+    let device = &cmd.queue.device;
+    if device.local || cmd.at_host || cmd.fills_host.is_some() {
+        return false;
+    }
+    let platform = crate::platform::platform();
+    if platform.config.runtime.variant != Variant::Full || platform.size == 1 {
+        return false;
+    }
+    let ctx = &cmd.queue.context;
+    let sched = ctx.lock_scheduler();
+    cmd.accesses.iter().all(|(b, _, _)| {
+        sched
+            .attached(b.id)
+            .and_then(|a| ctx.device_by_index(a))
+            .is_some_and(|a| !a.local)
+    })
+}
+
+/// `clAttachBufferToDevice`: makes `device`'s copy of the buffer current (the bytes move
+/// there from wherever they are, identically on every rank), then attaches it. Ignored
+/// in the `decentralization` variant.
+pub fn attach(buffer: &Arc<Buffer>, device: &Arc<Device>) -> ClResult<()> {
+    let platform = crate::platform::platform();
+    if platform.config.runtime.variant == Variant::Decentralization {
+        return Ok(());
+    }
+    let ctx = buffer.context.clone();
+    let event = Event::new(
+        ctx.clone(),
+        None,
+        CL_COMMAND_MIGRATE_MEM_OBJECTS,
+        new_stream(),
+    );
+    let accesses = [(buffer.clone(), 0..buffer.size, Mode::Read)];
+    event.keep(buffer.clone());
+    let mut sched = ctx.lock_scheduler();
+    let deps = sched.schedule(
+        Location::Device(device.index),
+        event.stream,
+        &[Access {
+            buffer: buffer.id,
+            range: 0..buffer.size as u64,
+            mode: Mode::Read,
+        }],
+        &event,
+        |step, step_deps| transfer(&ctx, &accesses, step, step_deps),
+    );
+    sched.attach(buffer.id, device.index);
+    drop(sched);
+    event.complete_after(deps);
+    Ok(())
 }
 
 /// Sends a vendor command to `device`'s issuer.
@@ -495,6 +577,7 @@ fn transfer(
             if !s.local {
                 return nothing();
             }
+            add(&COUNTERS.local_copies, 1);
             local_copy(ctx, s, d, &root, offset, len, deps)
                 .map_err(|rc| (CL_COMMAND_COPY_BUFFER, rc))
         }
@@ -502,6 +585,7 @@ fn transfer(
             if !d.local {
                 return nothing();
             }
+            add(&COUNTERS.local_copies, 1);
             root.host_copy()
                 .and_then(|h| {
                     local_transfer(ctx, d, &root, true, offset, len, h as usize + offset, deps)
@@ -514,6 +598,7 @@ fn transfer(
             (|| {
                 let host = root.host_copy()? as usize;
                 if s.local && !node.is_cluster() {
+                    add(&COUNTERS.local_copies, 1);
                     return local_transfer(ctx, s, &root, false, offset, len, host + offset, deps);
                 }
                 let done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());

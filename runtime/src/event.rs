@@ -407,6 +407,19 @@ impl Event {
     /// waits inside the vendor once the command has reached it (the vendor's own wake-up
     /// path, as fast as a native wait), or parks until it does.
     pub fn wait(self: &Arc<Self>) -> cl_int {
+        if self.is_done() {
+            return self.status();
+        }
+        let start = Instant::now();
+        let status = self.wait_inner();
+        crate::stats::add(
+            &crate::stats::COUNTERS.waiting_ns,
+            start.elapsed().as_nanos() as u64,
+        );
+        status
+    }
+
+    fn wait_inner(self: &Arc<Self>) -> cl_int {
         let platform = crate::platform::platform();
         let spin = platform.config.spin();
         let start = Instant::now();

@@ -238,6 +238,11 @@ impl Node {
         self.size > 1
     }
 
+    /// Whether collectives can still run (a hybrid program may have finalised MPI).
+    pub fn can_communicate(&self) -> bool {
+        self.mpi.is_some() && !mpi::is_finalized()
+    }
+
     /// The tag of the next message between this rank and `peer`, in either direction.
     /// Both ranks of a pair see the same commands in the same order (commands are only
     /// left out on ranks they do not involve), so each takes the same tags for the
@@ -283,6 +288,17 @@ impl Node {
 
     /// Queues a point-to-point transfer on the data communicator.
     pub fn transfer(&self, t: Transfer) {
+        use crate::stats::{add, COUNTERS};
+        match t.direction {
+            Direction::Send => {
+                add(&COUNTERS.sends, 1);
+                add(&COUNTERS.bytes_sent, t.len as u64);
+            }
+            Direction::Recv => {
+                add(&COUNTERS.receives, 1);
+                add(&COUNTERS.bytes_received, t.len as u64);
+            }
+        }
         match &self.mpi {
             Some(m) => {
                 if m.jobs.send(t).is_err() {

@@ -20,7 +20,7 @@ pub const PLATFORM_NAME: &str = "MirrorCL";
 pub const PLATFORM_VENDOR: &str = "MirrorCL developers";
 pub const PLATFORM_VERSION: &str = "OpenCL 1.2 MirrorCL 0.1";
 pub const PLATFORM_PROFILE: &str = "FULL_PROFILE";
-pub const PLATFORM_EXTENSIONS: &str = "cl_khr_icd";
+pub const PLATFORM_EXTENSIONS: &str = "cl_khr_icd cl_mirrorcl_attach_buffer";
 pub const ICD_SUFFIX: &str = "MCL";
 
 #[repr(C)]
@@ -62,6 +62,12 @@ impl Platform {
             next_device_index: AtomicU32::new(0),
         };
         platform.devices = platform.discover_devices();
+        if !platform.config.runtime.stats.is_empty() {
+            // After the node's own handler: handlers run last registered first, so the
+            // figures are gathered before MPI is finalised.
+            // SAFETY: registering a plain extern "C" function.
+            unsafe { libc::atexit(report_stats_at_exit) };
+        }
         if platform.config.runtime.show_devices && platform.rank == 0 {
             eprint!("{}", platform.device_table());
         }
@@ -295,4 +301,12 @@ fn device_type_of(vdev: V) -> cl_device_type {
         };
     }
     t
+}
+
+extern "C" fn report_stats_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(p) = PLATFORM.get() {
+            crate::stats::report_at_exit(&p.config.runtime.stats);
+        }
+    });
 }

@@ -18,6 +18,11 @@
  */
 #include "check.h"
 
+#include "../../include/CL/cl_ext_mirrorcl.h"
+
+/* clAttachBufferToDevice when CLUSTER_ATTACH=1 and the platform offers it. */
+static clAttachBufferToDevice_fn attach;
+
 #define NG (64u * 1024u)
 #define ITERS 20u
 
@@ -57,6 +62,10 @@ static void run(int by_events, uint32_t *final_ref, const uint32_t *ghost_ref)
         CREATE(buf[0][d] = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, (len[d] + 2) * 4, tmp, &E));
         memset(tmp, 0, (NG + 2) * 4);
         CREATE(buf[1][d] = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, (len[d] + 2) * 4, tmp, &E));
+        if (attach) {
+            MUST(attach(buf[0][d], devs[d]));
+            MUST(attach(buf[1][d], devs[d]));
+        }
         kev[d] = NULL;
     }
     for (cl_uint it = 0; it < ITERS; it++) {
@@ -132,6 +141,13 @@ int main(void)
     cl_platform_id platform = ct_platform();
     ndev = ct_devices(platform, devs);
     ctx = ct_context(platform, ndev, devs);
+    if (ct_env_flag("CLUSTER_ATTACH")) {
+        attach = (clAttachBufferToDevice_fn)clGetExtensionFunctionAddressForPlatform(platform,
+                                                                                     "clAttachBufferToDevice");
+        if (ct_mirrorcl())
+            CHECK_TRUE(attach != NULL, "MirrorCL offers clAttachBufferToDevice");
+        printf("  every device's buffers attached to it: %s\n", attach ? "yes" : "not available");
+    }
     for (cl_uint d = 0; d < ndev; d++)
         qs[d] = ct_queue(ctx, devs[d], 0);
     cl_program prog = ct_build(ctx, kSrc, NULL);

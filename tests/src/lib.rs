@@ -906,6 +906,8 @@ pub const CLUSTER_PROGRAMS: &[&str] = &[
     "cluster_big",
     "cluster_timeout",
     "cluster_hybrid",
+    "cluster_attach",
+    "cluster_alltoall",
 ];
 
 #[cfg(test)]

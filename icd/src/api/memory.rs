@@ -4,6 +4,7 @@ use crate::info::Info;
 use crate::{entry, entry_obj, platform};
 use mirrorcl_runtime::cl::*;
 use mirrorcl_runtime::context::Context;
+use mirrorcl_runtime::device::Device;
 use mirrorcl_runtime::memory::Buffer;
 use mirrorcl_runtime::object::Handle;
 use mirrorcl_runtime::ClResult;
@@ -233,4 +234,26 @@ pub(crate) fn buffer_in(mem: cl_mem, context: &Arc<Context>) -> ClResult<Arc<Buf
         return Err(CL_INVALID_CONTEXT);
     }
     Ok(b)
+}
+
+/// `cl_mirrorcl_attach_buffer` (`include/CL/cl_ext_mirrorcl.h`): from now on `device`
+/// always holds the newest bytes of `buffer` (SnuCL-D's `clAttachBufferToDevice`). The
+/// thesis declares it `void`; callers that ignore the result keep working.
+#[no_mangle]
+pub unsafe extern "C" fn clAttachBufferToDevice(buffer: cl_mem, device: cl_device_id) -> cl_int {
+    entry(|| {
+        platform();
+        // CL_INVALID_MEM_OBJECT if buffer is not a valid buffer object; a sub-buffer is
+        // a window on its parent, which is what can be attached.
+        let b = Buffer::from_handle(buffer)?;
+        if b.parent.is_some() {
+            return Err(CL_INVALID_MEM_OBJECT);
+        }
+        // CL_INVALID_DEVICE if device is not a valid device of the buffer's context.
+        let d = Device::from_handle(device)?;
+        if !b.context.has_device(&d) {
+            return Err(CL_INVALID_DEVICE);
+        }
+        mirrorcl_runtime::enqueue::attach(&b, &d)
+    })
 }

@@ -1,0 +1,137 @@
+//! `clAttachBufferToDevice` and the queueing optimisation under real `mpirun`, in the
+//! thesis' three variants (`MIRRORCL_VARIANT`): results must not change, and the
+//! statistics (`MIRRORCL_STATS=<file>`, rank 0 writes every rank's figures as JSON) must
+//! show what the techniques are for (Tables IV.6 and IV.7 of the thesis).
+
+use mirrorcl_tests::{check_cluster, target_dir};
+use serde_json::Value;
+
+const VARIANTS: [&str; 3] = ["decentralization", "attach", "full"];
+
+/// Runs `prog` with statistics written to a file; returns every rank's figures.
+fn figures(prog: &str, ranks: u32, devices: u32, env: &[(&str, &str)]) -> Vec<Value> {
+    let dir = target_dir().join("ctests").join("stats");
+    std::fs::create_dir_all(&dir).expect("stats directory");
+    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!(
+        "{prog}-{ranks}x{devices}-{}-{run}.json",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let path_text = path.to_str().expect("UTF-8 path").to_string();
+    let mut all_env: Vec<(&str, &str)> = env.to_vec();
+    all_env.push(("MIRRORCL_STATS", &path_text));
+    check_cluster(prog, ranks, devices, &all_env);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("rank 0 wrote no statistics to {}: {e}", path.display()));
+    let _ = std::fs::remove_file(&path);
+    let report: Value = serde_json::from_str(&text).expect("statistics are JSON");
+    let ranks_figures = report["ranks"]
+        .as_array()
+        .expect("per-rank figures")
+        .clone();
+    assert_eq!(ranks_figures.len(), ranks as usize, "{text}");
+    // The cluster total is the sum of the ranks' figures.
+    for key in ["commands_created", "sends", "bytes_sent"] {
+        let sum: u64 = ranks_figures.iter().map(|f| f[key].as_u64().unwrap()).sum();
+        assert_eq!(report["total"][key].as_u64(), Some(sum), "{key}: {text}");
+    }
+    ranks_figures
+}
+
+fn get(f: &Value, key: &str) -> u64 {
+    f[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no figure {key} in {f}"))
+}
+
+/// The stencil (ghost cells between ranks) and the thesis microbenchmark (every device's
+/// buffer copied into every device's buffer) give the right bytes in every variant.
+#[test]
+fn stencil_and_all_to_all_in_every_variant() {
+    for variant in VARIANTS {
+        for (ranks, devs) in [(2, 2), (4, 1)] {
+            check_cluster(
+                "cluster_stencil",
+                ranks,
+                devs,
+                &[("MIRRORCL_VARIANT", variant), ("CLUSTER_ATTACH", "1")],
+            );
+            check_cluster(
+                "cluster_alltoall",
+                ranks,
+                devs,
+                &[("MIRRORCL_VARIANT", variant), ("CLUSTER_ITERS", "30")],
+            );
+        }
+    }
+}
+
+/// Every buffer attached to its device: the commands a rank issues to its own devices
+/// stay the same as ranks are added, while the commands it leaves out grow (Table IV.7).
+/// Without the queueing optimisation nothing is left out.
+#[test]
+fn commands_issued_per_rank_stay_the_same_as_ranks_are_added() {
+    let mut issued = Vec::new();
+    let mut left_out = Vec::new();
+    for ranks in [2, 3, 4] {
+        let f = figures("cluster_attach", ranks, 2, &[]);
+        // Rank 0 owns devices 0 and 1: 50 kernels and one read each, and one more
+        // kernel on device 0 at the end.
+        issued.push(get(&f[0], "commands_issued"));
+        left_out.push(get(&f[0], "commands_not_enqueued"));
+        assert_eq!(
+            get(&f[1], "commands_created"),
+            get(&f[0], "commands_created"),
+            "every rank sees every command"
+        );
+    }
+    assert_eq!(
+        issued,
+        vec![103, 103, 103],
+        "issued by rank 0 for 2, 3, 4 ranks"
+    );
+    assert!(
+        left_out.windows(2).all(|w| w[0] < w[1]),
+        "left out by rank 0 for 2, 3, 4 ranks: {left_out:?}"
+    );
+    for variant in ["decentralization", "attach"] {
+        let f = figures("cluster_attach", 3, 2, &[("MIRRORCL_VARIANT", variant)]);
+        assert!(
+            f.iter().all(|r| get(r, "commands_not_enqueued") == 0),
+            "{variant}: nothing is left out: {f:?}"
+        );
+        assert_eq!(get(&f[0], "commands_issued"), 103, "{variant}");
+    }
+}
+
+/// A buffer attached to a rank's device crosses the network only when another rank
+/// needs it: here only the final reads (every rank receives what the host reads), so
+/// rank 1 (neither the first nor the last device's owner, which the program's last
+/// step involves) sends exactly its two buffers to every other rank, however many
+/// iterations ran on them.
+#[test]
+fn attached_buffers_cross_the_network_only_when_needed() {
+    for ranks in [3u64, 4] {
+        let f = figures("cluster_attach", ranks as u32, 2, &[]);
+        let buffer = 4096 * 4;
+        assert_eq!(get(&f[1], "bytes_sent"), 2 * buffer * (ranks - 1), "{f:?}");
+        assert_eq!(get(&f[1], "sends"), 2 * (ranks - 1), "{f:?}");
+        assert_eq!(
+            get(&f[1], "local_copies"),
+            2,
+            "the two initial uploads: {f:?}"
+        );
+    }
+}
+
+/// The extension is found through the ICD loader (`clGetExtensionFunctionAddressForPlatform`
+/// goes to MirrorCL) and with the library linked directly, in a single process.
+#[test]
+fn extension_through_the_loader_and_direct() {
+    use mirrorcl_tests::{check_program, Way};
+    check_program("cluster_attach", Way::Loader, 2);
+    check_program("cluster_attach", Way::Direct, 2);
+    check_program("cluster_attach", Way::Native, 2);
+}
