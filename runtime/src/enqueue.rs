@@ -188,8 +188,9 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
 /// The queueing optimisation (thesis IV.6, Table IV.2, and further): a command is not
 /// enqueued on this rank when it runs on another rank's device, is not a read (whose
 /// bytes every rank must receive), and every buffer it touches is attached to a device
-/// of another rank. Then no step of it involves this rank (an attached buffer's steps go
-/// between its device and the command's, both elsewhere), and it changes nothing this
+/// of another rank that is not in another vendor group of the command's rank. Then no
+/// step of it involves this rank (an attached buffer's steps go directly between its
+/// device and the command's, both elsewhere), and it changes nothing this
 /// rank tracks (attached buffers have no valid set; the hazards of other ranks' device
 /// instances only order work this rank never runs). Commands that touch no buffer
 /// (kernels with only values) qualify too. Every rank the command involves still
@@ -209,7 +210,11 @@ fn left_out(cmd: &Command) -> bool {
         sched
             .attached(b.id)
             .and_then(|a| ctx.device_by_index(a))
-            .is_some_and(|a| !a.local)
+            .is_some_and(|a| {
+                // Between two groups of one rank the bytes stage through the host copy,
+                // which is a broadcast every rank takes part in.
+                !a.local && (a.owner != device.owner || a.owner_group == device.owner_group)
+            })
     })
 }
 

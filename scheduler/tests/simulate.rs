@@ -9,12 +9,21 @@
 //!   only for its returned dependencies and for the earlier items of its stream. Every
 //!   location instance is a separate array, so a missing dependency shows up as a wrong
 //!   byte read or left behind;
-//! - **as a cluster**: every rank runs its own scheduler on the same command stream (the
-//!   plans must be identical), each step becomes per-rank actions after Table IV.1 (local
-//!   copy, send, receive, nothing; a step to the host is a broadcast, since the host copy
-//!   is replicated), sends and receives must pair up exactly, the ranks' action lists must
-//!   run to completion in order, and the ranks' actions run asynchronously on per-rank
-//!   memories (work of other ranks is bookkeeping only and counts as done at once).
+//! - **as a cluster**: every rank runs its own scheduler on the command stream, each step
+//!   becomes per-rank actions after Table IV.1 (local copy, send, receive, nothing; a step
+//!   to the host is a broadcast, since the host copy is replicated), every message takes
+//!   its tag from a counter per pair of ranks, sends and receives must pair up exactly,
+//!   the ranks' action lists must run to completion in order, and the ranks' actions run
+//!   asynchronously on per-rank memories (work of other ranks is bookkeeping only and
+//!   counts as done at once). Twice: once with every rank given every command (the plans
+//!   must be identical), once with the queueing optimisation, where a rank leaves out the
+//!   device commands of other ranks that touch only buffers attached to other ranks'
+//!   devices (the plans then differ in which commands they hold, but a command two ranks
+//!   both scheduled must have given both the same steps).
+//!
+//! Scenarios also attach buffers to devices (`clAttachBufferToDevice`): the runtime makes
+//! the device current with a command there reading the whole buffer, on a fresh stream,
+//! then calls `Scheduler::attach`.
 
 use mirrorcl_scheduler::{
     Access, BufferId, DeviceDesc, Location, Mode, Scheduler, SchedulerStats, Step, StreamId,
@@ -48,6 +57,23 @@ struct Command {
     stream: StreamId,
     /// (buffer index, range, mode)
     accesses: Vec<(usize, Range<u64>, Mode)>,
+    /// An attach operation: this command, at a device on a fresh stream, reads the whole
+    /// of its one buffer; right after it is scheduled, the buffer is attached to the
+    /// device. (Never left out by the queueing optimisation.)
+    attach: bool,
+}
+
+impl Command {
+    /// The attach operation of `buffer` (of `size` bytes) to `device`, as the `ci`th
+    /// command of a scenario.
+    fn attach(ci: usize, buffer: usize, size: u64, device: u32) -> Command {
+        Command {
+            at: Location::Device(device),
+            stream: attach_stream(ci),
+            accesses: vec![(buffer, 0..size, Mode::Read)],
+            attach: true,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -69,13 +95,21 @@ fn dev_stream(d: u32, k: u32) -> StreamId {
 
 const FRESH_STREAMS: u64 = 1 << 32;
 
-type RawCommand = (u8, u8, Vec<(u8, u8, u8, u8)>);
+/// The fresh stream of the attach operation that is the `ci`th command.
+fn attach_stream(ci: usize) -> StreamId {
+    (1 << 40) + ci as u64
+}
+
+/// (location, stream, accesses, kind: an attach operation when below the scenario's
+/// attach threshold)
+type RawCommand = (u8, u8, Vec<(u8, u8, u8, u8)>, u8);
 
 fn raw_command() -> impl Strategy<Value = RawCommand> {
     (
         any::<u8>(),
         any::<u8>(),
-        prop::collection::vec((any::<u8>(), any::<u8>(), any::<u8>(), 0u8..3), 1..=3),
+        prop::collection::vec((any::<u8>(), any::<u8>(), any::<u8>(), 0u8..3), 0..=3),
+        any::<u8>(),
     )
 }
 
@@ -97,8 +131,10 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop::collection::vec(raw_command(), 0..=24),
         0u8..4,
         any::<u64>(),
+        // How often a command is an attach operation: never, sometimes, often.
+        prop_oneof![Just(0u8), Just(24u8), Just(88u8)],
     )
-        .prop_map(|(ranks, buffers, raw, policy, seed)| {
+        .prop_map(|(ranks, buffers, raw, policy, seed, attach_below)| {
             let mut devices = Vec::new();
             let mut streams = Vec::new();
             for (owner, (groups, devs)) in ranks.iter().enumerate() {
@@ -113,7 +149,13 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             let ndev = devices.len();
             let commands = raw
                 .into_iter()
-                .map(|(loc, stream, accs)| {
+                .enumerate()
+                .map(|(ci, (loc, stream, accs, kind))| {
+                    if kind < attach_below {
+                        let b = usize::from(stream) % buffers.len();
+                        let d = usize::from(loc) % ndev;
+                        return Command::attach(ci, b, buffers[b].0, d as u32);
+                    }
                     // A quarter of the commands are map-like host accesses, enqueued on
                     // some device's queue.
                     let (at, dev, k) = if loc % 4 == 0 {
@@ -144,6 +186,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                         at,
                         stream,
                         accesses,
+                        attach: false,
                     }
                 })
                 .collect();
@@ -263,11 +306,11 @@ fn expected_route(scn: &Scenario, set: &ValidSet, to: Location) -> Vec<(Location
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Kind {
-    /// A transfer step; `tag` is its index among all steps (the message tag).
+    /// A transfer step, planned for command `cmd`.
     Step {
         step: Step,
         buf: usize,
-        tag: u64,
+        cmd: usize,
     },
     Cmd(usize),
 }
@@ -282,9 +325,13 @@ struct Item {
 
 #[derive(Debug, PartialEq, Eq)]
 struct Planned {
+    /// In plan order: a command's steps before it, the command, the steps that send its
+    /// written bytes back to attached devices.
     items: Vec<Item>,
     stats: SchedulerStats,
     final_validity: Vec<Vec<(Range<u64>, ValidSet)>>,
+    /// Per buffer, the device it is attached to at the end.
+    final_attached: Vec<Option<u32>>,
 }
 
 impl Planned {
@@ -310,13 +357,129 @@ impl Planned {
             })
             .collect()
     }
+
+    /// Per scheduled command, the steps planned for it, in order.
+    fn steps_by_command(&self) -> BTreeMap<usize, Vec<&Step>> {
+        let mut by: BTreeMap<usize, Vec<&Step>> = BTreeMap::new();
+        for it in &self.items {
+            match &it.kind {
+                Kind::Cmd(ci) => {
+                    by.entry(*ci).or_default();
+                }
+                Kind::Step { step, cmd, .. } => by.entry(*cmd).or_default().push(step),
+            }
+        }
+        by
+    }
+}
+
+/// Which commands a rank's scheduler is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Feed {
+    /// Every command.
+    All,
+    /// Every command but those this rank leaves out (the queueing optimisation).
+    Rank(u32, LeaveOut),
+}
+
+/// The queueing optimisation: which commands of other ranks a rank leaves out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LeaveOut {
+    /// A command at another rank's device every buffer of which is attached to another
+    /// rank's device. Wrong: when the attached device and the command's device belong to
+    /// one rank but to different groups, the bytes move through the host copy, which is a
+    /// broadcast every rank must receive. See the test
+    /// `leaving_out_a_command_that_stages_through_the_host_copy_loses_a_broadcast`.
+    AnyAttached,
+    /// The same, but every attached device must also be alike to the command's device
+    /// (same owner and group; the device itself included) or of another rank than the
+    /// command's: then no step of the command goes through the host copy. The proptest
+    /// uses this rule.
+    NoHostHop,
+}
+
+/// Whether `rank` leaves out `cmd` by `rule`. Attach operations and host commands are
+/// never left out. `attached` is the state before the command.
+fn left_out(
+    scn: &Scenario,
+    cmd: &Command,
+    attached: &[Option<u32>],
+    rank: u32,
+    rule: LeaveOut,
+) -> bool {
+    let Location::Device(d) = cmd.at else {
+        return false;
+    };
+    let at = scn.devices[d as usize];
+    if cmd.attach || at.owner == rank {
+        return false;
+    }
+    cmd.accesses.iter().all(|(b, _, _)| {
+        attached[*b].is_some_and(|a| {
+            let a = scn.devices[a as usize];
+            a.owner != rank
+                && match rule {
+                    LeaveOut::AnyAttached => true,
+                    LeaveOut::NoHostHop => a == at || a.owner != at.owner,
+                }
+        })
+    })
+}
+
+type Hops = HashMap<(usize, u64), Vec<(Location, Location)>>;
+
+/// The per-byte hops of `steps`, in order; checks the ranges.
+fn hops_of(scn: &Scenario, ci: usize, steps: &[Item]) -> Result<Hops, String> {
+    let mut hops = Hops::new();
+    for it in steps {
+        let Kind::Step { step, buf, .. } = &it.kind else {
+            unreachable!()
+        };
+        if step.range.is_empty() || step.range.end > scn.buffers[*buf].0 {
+            return Err(format!("command {ci}: bad step range {step:?}"));
+        }
+        for off in step.range.clone() {
+            hops.entry((*buf, off))
+                .or_default()
+                .push((step.from, step.to));
+        }
+    }
+    Ok(hops)
+}
+
+fn compare_hops(
+    ci: usize,
+    cmd: &Command,
+    what: &str,
+    mut actual: Hops,
+    mut expected: Hops,
+) -> Result<(), String> {
+    expected.retain(|_, h| !h.is_empty());
+    if actual == expected {
+        return Ok(());
+    }
+    let mut keys: Vec<(usize, u64)> = actual.keys().chain(expected.keys()).copied().collect();
+    keys.sort();
+    for k in keys {
+        let a = actual.remove(&k).unwrap_or_default();
+        let e = expected.remove(&k).unwrap_or_default();
+        if a != e {
+            return Err(format!(
+                "command {ci} {cmd:?}: {what}: buffer {} byte {}: hops {a:?}, expected {e:?}",
+                k.0, k.1
+            ));
+        }
+    }
+    unreachable!()
 }
 
 /// Runs one scheduler over the scenario. `rotate` changes the order devices are
-/// registered in, which must not matter. Checks everything that can be checked at
-/// scheduling time: the source rule, no redundant or undefined transfers, the valid sets
-/// after each command, dependencies pointing backwards, the statistics.
-fn plan(scn: &Scenario, rotate: usize) -> Result<Planned, String> {
+/// registered in, which must not matter; `feed` says which commands it is given. Checks
+/// everything that can be checked at scheduling time: the source rule, no redundant or
+/// undefined transfers, the fixed routes of attached buffers (from the device before a
+/// read, back to it after a write), the valid sets after each command, dependencies
+/// pointing backwards, the statistics.
+fn plan(scn: &Scenario, rotate: usize, feed: Feed) -> Result<Planned, String> {
     let mut s: Scheduler<u64> = Scheduler::new();
     let n = scn.devices.len();
     for i in 0..n {
@@ -334,6 +497,7 @@ fn plan(scn: &Scenario, rotate: usize) -> Result<Planned, String> {
         .iter()
         .map(|&(size, host)| vec![host; size as usize])
         .collect();
+    let mut attached: Vec<Option<u32>> = vec![None; scn.buffers.len()];
     let all_streams: Vec<StreamId> = (0..n)
         .flat_map(|d| (0..scn.streams[d]).map(move |k| dev_stream(d as u32, k)))
         .collect();
@@ -341,11 +505,17 @@ fn plan(scn: &Scenario, rotate: usize) -> Result<Planned, String> {
     let mut items: Vec<Item> = Vec::new();
     let mut tokens = 1u64..;
     let mut next_fresh = FRESH_STREAMS;
-    let mut tag = 0u64;
     let mut rng = Rng(scn.seed ^ 0x5EED);
     let mut step_bytes = 0u64;
+    let mut scheduled = 0u64;
 
     for (ci, cmd) in scn.commands.iter().enumerate() {
+        if let Feed::Rank(rank, rule) = feed {
+            if left_out(scn, cmd, &attached, rank, rule) {
+                continue;
+            }
+        }
+        scheduled += 1;
         let before: Vec<Vec<(Range<u64>, ValidSet)>> = ids
             .iter()
             .zip(&scn.buffers)
@@ -361,7 +531,7 @@ fn plan(scn: &Scenario, rotate: usize) -> Result<Planned, String> {
             })
             .collect();
         let token = tokens.next().expect("endless");
-        let first_step = items.len();
+        let mut steps: Vec<Item> = Vec::new();
         let deps = s.schedule(cmd.at, cmd.stream, &accesses, &token, |step, deps| {
             let stream = match scn.policy {
                 StepStreams::Fresh => {
@@ -386,69 +556,86 @@ fn plan(scn: &Scenario, rotate: usize) -> Result<Planned, String> {
                 }
             };
             let t = tokens.next().expect("endless");
-            items.push(Item {
+            steps.push(Item {
                 token: t,
                 stream,
                 deps,
                 kind: Kind::Step {
                     step: step.clone(),
                     buf: buf_index(step.buffer),
-                    tag,
+                    cmd: ci,
                 },
             });
-            tag += 1;
             (stream, t)
         });
+        // The steps after the command (write-backs to attached devices) start with the
+        // first one waiting for the command; they go after it in the plan.
+        let split = steps
+            .iter()
+            .position(|it| it.deps.contains(&token))
+            .unwrap_or(steps.len());
+        let after = steps.split_off(split);
+        let (hops_before, hops_after) = (hops_of(scn, ci, &steps)?, hops_of(scn, ci, &after)?);
+        for it in steps.iter().chain(&after) {
+            let Kind::Step { step, .. } = &it.kind else {
+                unreachable!()
+            };
+            step_bytes += step.range.end - step.range.start;
+        }
+        items.extend(steps);
         items.push(Item {
             token,
             stream: cmd.stream,
             deps,
             kind: Kind::Cmd(ci),
         });
+        items.extend(after);
 
-        // The hops that delivered each byte, in step order.
-        let mut hops: HashMap<(usize, u64), Vec<(Location, Location)>> = HashMap::new();
-        for it in &items[first_step..items.len() - 1] {
-            let Kind::Step { step, buf, .. } = &it.kind else {
-                unreachable!()
-            };
-            step_bytes += step.range.end - step.range.start;
-            if step.range.is_empty() || step.range.end > scn.buffers[*buf].0 {
-                return Err(format!("command {ci}: bad step range {step:?}"));
-            }
-            for off in step.range.clone() {
-                hops.entry((*buf, off))
-                    .or_default()
-                    .push((step.from, step.to));
-            }
-        }
-        // Every byte the command reads that is defined and not valid at `at` comes by the
-        // route the source rule names; no other byte moves.
+        // Before the command: every byte it reads of a buffer that is not attached, that
+        // is defined and not valid at `at` comes by the route the source rule names, once;
+        // every byte it reads of an attached buffer comes from the device by the route for
+        // bytes valid there alone, once per reading access, unless `at` is that device.
+        // After the command: every byte it writes of an attached buffer goes back to the
+        // device the same way, once per writing access. No other byte moves.
+        let mut expected_before = Hops::new();
+        let mut expected_after = Hops::new();
         let mut read_bytes: HashSet<(usize, u64)> = HashSet::new();
         for (b, r, m) in &cmd.accesses {
-            if reads(*m) {
-                read_bytes.extend(r.clone().map(|off| (*b, off)));
-            }
-        }
-        for (b, &(size, _)) in scn.buffers.iter().enumerate() {
-            for off in 0..size {
-                let set = set_at(&before[b], off);
-                let expected =
-                    if read_bytes.contains(&(b, off)) && !set.is_empty() && !set.contains(cmd.at) {
-                        expected_route(scn, set, cmd.at)
-                    } else {
-                        Vec::new()
-                    };
-                let actual = hops.remove(&(b, off)).unwrap_or_default();
-                if actual != expected {
-                    return Err(format!(
-                        "command {ci} {cmd:?}: buffer {b} byte {off} valid at {set:?}: \
-                         hops {actual:?}, expected {expected:?}"
-                    ));
+            match attached[*b] {
+                None => {
+                    if reads(*m) {
+                        read_bytes.extend(r.clone().map(|off| (*b, off)));
+                    }
+                }
+                Some(a) if Location::Device(a) == cmd.at => {}
+                Some(a) => {
+                    let from = Location::Device(a);
+                    if reads(*m) {
+                        let route = expected_route(scn, &ValidSet::only(from), cmd.at);
+                        for off in r.clone() {
+                            expected_before.entry((*b, off)).or_default().extend(&route);
+                        }
+                    }
+                    if writes(*m) {
+                        let route = expected_route(scn, &ValidSet::only(cmd.at), from);
+                        for off in r.clone() {
+                            expected_after.entry((*b, off)).or_default().extend(&route);
+                        }
+                    }
                 }
             }
         }
-        // Valid sets after the command.
+        for &(b, off) in &read_bytes {
+            let set = set_at(&before[b], off);
+            if !set.is_empty() && !set.contains(cmd.at) {
+                expected_before.insert((b, off), expected_route(scn, set, cmd.at));
+            }
+        }
+        compare_hops(ci, cmd, "before", hops_before, expected_before)?;
+        compare_hops(ci, cmd, "after", hops_after, expected_after)?;
+
+        // Valid sets after the command, for buffers that are not attached (the valid sets
+        // of attached buffers are not tracked).
         for (b, r, m) in &cmd.accesses {
             if writes(*m) {
                 for off in r.clone() {
@@ -457,6 +644,9 @@ fn plan(scn: &Scenario, rotate: usize) -> Result<Planned, String> {
             }
         }
         for (b, r, m) in &cmd.accesses {
+            if attached[*b].is_some() {
+                continue;
+            }
             let after = s.validity(ids[*b], r.clone());
             for (seg, set) in &after {
                 if seg.is_empty() {
@@ -479,6 +669,9 @@ fn plan(scn: &Scenario, rotate: usize) -> Result<Planned, String> {
             }
         }
         for (b, &(size, _)) in scn.buffers.iter().enumerate() {
+            if attached[b].is_some() {
+                continue;
+            }
             let segs = s.validity(ids[b], 0..size);
             for off in 0..size {
                 if set_at(&segs, off).is_empty() == defined[b][off as usize] {
@@ -490,9 +683,27 @@ fn plan(scn: &Scenario, rotate: usize) -> Result<Planned, String> {
                 }
             }
         }
+
+        if cmd.attach {
+            let (b, _, _) = cmd.accesses[0];
+            let Location::Device(d) = cmd.at else {
+                unreachable!("attach operations run at a device")
+            };
+            s.attach(ids[b], d);
+            attached[b] = Some(d);
+        }
+        for (b, &id) in ids.iter().enumerate() {
+            if s.attached(id) != attached[b] {
+                return Err(format!(
+                    "after command {ci}: buffer {b} attached to {:?}, expected {:?}",
+                    s.attached(id),
+                    attached[b]
+                ));
+            }
+        }
     }
 
-    // Dependencies only name items submitted earlier (so no cycle is possible).
+    // Dependencies only name items earlier in the plan (so no cycle is possible).
     let mut seen = HashSet::new();
     for it in &items {
         for d in &it.deps {
@@ -507,7 +718,7 @@ fn plan(scn: &Scenario, rotate: usize) -> Result<Planned, String> {
         .filter(|i| matches!(i.kind, Kind::Step { .. }))
         .count() as u64;
     let expected_stats = SchedulerStats {
-        commands: scn.commands.len() as u64,
+        commands: scheduled,
         steps,
         step_bytes,
     };
@@ -523,6 +734,7 @@ fn plan(scn: &Scenario, rotate: usize) -> Result<Planned, String> {
         items,
         stats: s.stats,
         final_validity,
+        final_attached: attached,
     })
 }
 
@@ -640,8 +852,10 @@ impl<'a> Memory<'a> {
         Ok(())
     }
 
-    /// At the end, every location of every valid set holds the reference bytes, on every
-    /// rank holding an instance of that location (`ranks_of`).
+    /// At the end, every location of every valid set of a buffer that is not attached
+    /// holds the reference bytes, on every rank holding an instance of that location
+    /// (`ranks_of`); so does the device an attached buffer is attached to, where the
+    /// reference bytes are defined.
     fn check_final(
         &mut self,
         planned: &Planned,
@@ -649,18 +863,27 @@ impl<'a> Memory<'a> {
         ranks_of: impl Fn(Location) -> Vec<u32>,
     ) -> Result<(), String> {
         for (b, segs) in planned.final_validity.iter().enumerate() {
-            for (r, set) in segs {
-                for &loc in set.locations() {
-                    for rank in ranks_of(loc) {
-                        for off in r.clone() {
-                            let got = self.cell(rank, loc, b)[off as usize];
-                            let want = refr.bytes[b][off as usize];
-                            if want != Some(got) {
-                                return Err(format!(
-                                    "end: buffer {b} byte {off} at {loc:?} on rank {rank} \
-                                     is {got:#x}, expected {want:x?}"
-                                ));
-                            }
+            let holders: Vec<(Range<u64>, Location)> = match planned.final_attached[b] {
+                Some(a) => vec![(0..self.scn.buffers[b].0, Location::Device(a))],
+                None => segs
+                    .iter()
+                    .flat_map(|(r, set)| set.locations().iter().map(|&loc| (r.clone(), loc)))
+                    .collect(),
+            };
+            for (r, loc) in holders {
+                for rank in ranks_of(loc) {
+                    for off in r.clone() {
+                        let got = self.cell(rank, loc, b)[off as usize];
+                        let want = refr.bytes[b][off as usize];
+                        let wrong = match planned.final_attached[b] {
+                            Some(_) => want.is_some_and(|w| w != got),
+                            None => want != Some(got),
+                        };
+                        if wrong {
+                            return Err(format!(
+                                "end: buffer {b} byte {off} at {loc:?} on rank {rank} \
+                                 is {got:#x}, expected {want:x?}"
+                            ));
                         }
                     }
                 }
@@ -721,88 +944,112 @@ fn run_single(
 // The cluster: per-rank actions after Table IV.1
 // ---------------------------------------------------------------------------------------
 
-/// What one rank does for one item.
+/// What one rank does for one item. Every message carries the tag its rank takes from
+/// the counter it keeps for the other rank of the message, in its own plan order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Role {
     /// Runs the command (device commands on the owner, host commands on every rank).
     Exec(usize),
     /// Copies locally (both ends on this rank, the host copy counting as local).
     Copy,
-    /// Reads the source and sends it to `peers`; with `to_host`, also writes the local
-    /// host copy (a step to the host is a broadcast by the source's owner).
-    Send { peers: Vec<u32>, to_host: bool },
+    /// Reads the source and sends it to `peers` (each with its tag); with `to_host`, also
+    /// writes the local host copy (a step to the host is a broadcast by the source's
+    /// owner).
+    Send {
+        peers: Vec<(u32, u64)>,
+        to_host: bool,
+    },
     /// Receives from `peer` into the destination.
-    Recv { peer: u32 },
+    Recv { peer: u32, tag: u64 },
 }
 
-fn role(scn: &Scenario, item: &Item, rank: u32) -> Option<Role> {
-    match &item.kind {
-        Kind::Cmd(ci) => {
-            let at = scn.commands[*ci].at;
-            match owner(scn, at) {
-                None => Some(Role::Exec(*ci)),
-                Some(o) => (o == rank).then_some(Role::Exec(*ci)),
-            }
-        }
-        Kind::Step { step, .. } => match (owner(scn, step.from), owner(scn, step.to)) {
-            (None, None) => panic!("host to host step {step:?}"),
-            // The host copy is replicated: the destination's owner copies locally.
-            (None, Some(t)) => (t == rank).then_some(Role::Copy),
-            // Read by the owner and broadcast to every rank.
-            (Some(f), None) => Some(if f == rank {
-                Role::Send {
-                    peers: (0..scn.ranks).filter(|&r| r != f).collect(),
-                    to_host: true,
+/// What `rank` does for each item of its plan, tags taken per pair of ranks.
+fn roles(scn: &Scenario, planned: &Planned, rank: u32) -> Vec<Option<Role>> {
+    let mut next_tag = vec![0u64; scn.ranks as usize];
+    let mut tag_with = |peer: u32| {
+        let t = &mut next_tag[peer as usize];
+        *t += 1;
+        *t - 1
+    };
+    planned
+        .items
+        .iter()
+        .map(|item| match &item.kind {
+            Kind::Cmd(ci) => {
+                let at = scn.commands[*ci].at;
+                match owner(scn, at) {
+                    None => Some(Role::Exec(*ci)),
+                    Some(o) => (o == rank).then_some(Role::Exec(*ci)),
                 }
-            } else {
-                Role::Recv { peer: f }
-            }),
-            (Some(f), Some(t)) if f == t => (f == rank).then_some(Role::Copy),
-            (Some(f), Some(t)) => {
-                if rank == f {
-                    Some(Role::Send {
-                        peers: vec![t],
-                        to_host: false,
-                    })
-                } else if rank == t {
-                    Some(Role::Recv { peer: f })
+            }
+            Kind::Step { step, .. } => match (owner(scn, step.from), owner(scn, step.to)) {
+                (None, None) => panic!("host to host step {step:?}"),
+                // The host copy is replicated: the destination's owner copies locally.
+                (None, Some(t)) => (t == rank).then_some(Role::Copy),
+                // Read by the owner and broadcast to every rank.
+                (Some(f), None) => Some(if f == rank {
+                    Role::Send {
+                        peers: (0..scn.ranks)
+                            .filter(|&r| r != f)
+                            .map(|r| (r, tag_with(r)))
+                            .collect(),
+                        to_host: true,
+                    }
                 } else {
-                    None
+                    Role::Recv {
+                        peer: f,
+                        tag: tag_with(f),
+                    }
+                }),
+                (Some(f), Some(t)) if f == t => (f == rank).then_some(Role::Copy),
+                (Some(f), Some(t)) => {
+                    if rank == f {
+                        Some(Role::Send {
+                            peers: vec![(t, tag_with(t))],
+                            to_host: false,
+                        })
+                    } else if rank == t {
+                        Some(Role::Recv {
+                            peer: f,
+                            tag: tag_with(f),
+                        })
+                    } else {
+                        None
+                    }
                 }
-            }
-        },
-    }
+            },
+        })
+        .collect()
 }
 
-fn step_of(item: &Item) -> (&Step, usize, u64) {
+fn step_of(item: &Item) -> (&Step, usize) {
     match &item.kind {
-        Kind::Step { step, buf, tag } => (step, *buf, *tag),
+        Kind::Step { step, buf, .. } => (step, *buf),
         Kind::Cmd(_) => panic!("not a step"),
     }
 }
 
 type Message = (u32, u32, u64); // (from rank, to rank, tag)
 
-/// Every send meets exactly one receive: same tag, same pair of ranks, same size.
-fn check_matching(scn: &Scenario, planned: &Planned) -> Result<(), String> {
-    let mut sends: BTreeMap<Message, u64> = BTreeMap::new();
-    let mut recvs: BTreeMap<Message, u64> = BTreeMap::new();
-    for item in &planned.items {
-        for rank in 0..scn.ranks {
-            match role(scn, item, rank) {
+/// Every send meets exactly one receive: same sender, receiver and tag, and the same
+/// step (so the same size). `plans[rank]` is what `rank` scheduled.
+fn check_matching(scn: &Scenario, plans: &[&Planned]) -> Result<(), String> {
+    let mut sends: BTreeMap<Message, &Step> = BTreeMap::new();
+    let mut recvs: BTreeMap<Message, &Step> = BTreeMap::new();
+    for rank in 0..scn.ranks {
+        let planned = plans[rank as usize];
+        for (item, role) in planned.items.iter().zip(roles(scn, planned, rank)) {
+            match role {
                 Some(Role::Send { peers, .. }) => {
-                    let (step, _, tag) = step_of(item);
-                    for p in peers {
-                        let size = step.range.end - step.range.start;
-                        if sends.insert((rank, p, tag), size).is_some() {
+                    for (p, tag) in peers {
+                        if sends.insert((rank, p, tag), step_of(item).0).is_some() {
                             return Err(format!("two sends {rank}→{p} with tag {tag}"));
                         }
                     }
                 }
-                Some(Role::Recv { peer }) => {
-                    let (step, _, tag) = step_of(item);
-                    let size = step.range.end - step.range.start;
-                    if recvs.insert((peer, rank, tag), size).is_some() {
+                Some(Role::Recv { peer, tag }) => {
+                    let twice = recvs.insert((peer, rank, tag), step_of(item).0).is_some();
+                    if twice {
                         return Err(format!("two receives {peer}→{rank} with tag {tag}"));
                     }
                 }
@@ -811,7 +1058,14 @@ fn check_matching(scn: &Scenario, planned: &Planned) -> Result<(), String> {
         }
     }
     if sends != recvs {
-        return Err(format!("sends {sends:?} != receives {recvs:?}"));
+        let unmatched: Vec<_> = sends
+            .iter()
+            .filter(|(k, v)| recvs.get(k) != Some(v))
+            .chain(recvs.iter().filter(|(k, v)| sends.get(k) != Some(v)))
+            .collect();
+        return Err(format!(
+            "sends and receives do not match (sender, receiver, tag): {unmatched:?}"
+        ));
     }
     Ok(())
 }
@@ -825,19 +1079,17 @@ enum Act {
 
 /// Each rank processes its action list in order; a receive blocks until the matching
 /// send was posted; with `rendezvous`, a send also blocks until it was received.
-fn check_progress(scn: &Scenario, planned: &Planned, rendezvous: bool) -> Result<(), String> {
+fn check_progress(scn: &Scenario, plans: &[&Planned], rendezvous: bool) -> Result<(), String> {
     let lists: Vec<Vec<Act>> = (0..scn.ranks)
         .map(|rank| {
             let mut acts = Vec::new();
-            for item in &planned.items {
-                match role(scn, item, rank) {
-                    None => {}
-                    Some(Role::Exec(_)) | Some(Role::Copy) => acts.push(Act::Local),
-                    Some(Role::Send { peers, .. }) => {
-                        let tag = step_of(item).2;
-                        acts.extend(peers.into_iter().map(|p| Act::Send(p, tag)));
+            for role in roles(scn, plans[rank as usize], rank).into_iter().flatten() {
+                match role {
+                    Role::Exec(_) | Role::Copy => acts.push(Act::Local),
+                    Role::Send { peers, .. } => {
+                        acts.extend(peers.into_iter().map(|(p, tag)| Act::Send(p, tag)));
                     }
-                    Some(Role::Recv { peer }) => acts.push(Act::Recv(peer, step_of(item).2)),
+                    Role::Recv { peer, tag } => acts.push(Act::Recv(peer, tag)),
                 }
             }
             acts
@@ -887,52 +1139,46 @@ fn check_progress(scn: &Scenario, planned: &Planned, rendezvous: bool) -> Result
     }
 }
 
-/// Runs every rank's actions asynchronously on per-rank memories, in a random global
-/// interleaving. On a rank, an action waits for its dependencies that this rank runs
-/// (others are bookkeeping here and count as done at once, or, with `markers`, complete
-/// in their stream's order like a marker), for the previous action of its stream on this
-/// rank, and a receive for its message.
+/// Runs every rank's actions (after its own plan, `plans[rank]`) asynchronously on
+/// per-rank memories, in a random global interleaving. On a rank, an action waits for
+/// its dependencies that this rank runs (others are bookkeeping here and count as done at
+/// once, or, with `markers`, complete in their stream's order like a marker), for the
+/// previous action of its stream on this rank, and a receive for its message.
 fn run_cluster(
     scn: &Scenario,
-    planned: &Planned,
+    plans: &[&Planned],
     refr: &Reference,
     markers: bool,
     rng: &mut Rng,
 ) -> Result<(), String> {
-    let index: HashMap<u64, usize> = planned
-        .items
-        .iter()
-        .enumerate()
-        .map(|(i, it)| (it.token, i))
-        .collect();
-    struct Task {
+    struct Task<'p> {
         rank: u32,
-        item: usize,
+        item: &'p Item,
         role: Option<Role>,
         preds: Vec<usize>,
     }
     let mut tasks: Vec<Task> = Vec::new();
     for rank in 0..scn.ranks {
-        let mut task_of: HashMap<usize, usize> = HashMap::new();
+        let planned = plans[rank as usize];
+        let mut task_of: HashMap<u64, usize> = HashMap::new();
         let mut last_on_stream: HashMap<StreamId, usize> = HashMap::new();
-        for (i, item) in planned.items.iter().enumerate() {
-            let role = role(scn, item, rank);
+        for (item, role) in planned.items.iter().zip(roles(scn, planned, rank)) {
             if role.is_none() && !markers {
                 continue;
             }
             let mut preds: Vec<usize> = item
                 .deps
                 .iter()
-                .filter_map(|t| task_of.get(&index[t]).copied())
+                .filter_map(|t| task_of.get(t).copied())
                 .collect();
             let id = tasks.len();
             if let Some(prev) = last_on_stream.insert(item.stream, id) {
                 preds.push(prev);
             }
-            task_of.insert(i, id);
+            task_of.insert(item.token, id);
             tasks.push(Task {
                 rank,
-                item: i,
+                item,
                 role,
                 preds,
             });
@@ -948,9 +1194,8 @@ fn run_cluster(
                 !done[t]
                     && tasks[t].preds.iter().all(|&p| done[p])
                     && match &tasks[t].role {
-                        Some(Role::Recv { peer }) => {
-                            let tag = step_of(&planned.items[tasks[t].item]).2;
-                            messages.contains_key(&(*peer, tasks[t].rank, tag))
+                        Some(Role::Recv { peer, tag }) => {
+                            messages.contains_key(&(*peer, tasks[t].rank, *tag))
                         }
                         _ => true,
                     }
@@ -961,28 +1206,27 @@ fn run_cluster(
         }
         let t = ready[rng.below(ready.len())];
         let task = &tasks[t];
-        let item = &planned.items[task.item];
         let rank = task.rank;
         match &task.role {
             None => {}
             Some(Role::Exec(ci)) => mem.exec(rank, *ci, refr)?,
             Some(Role::Copy) => {
-                let (step, buf, _) = step_of(item);
+                let (step, buf) = step_of(task.item);
                 mem.copy(rank, step, buf);
             }
             Some(Role::Send { peers, to_host }) => {
-                let (step, buf, tag) = step_of(item);
+                let (step, buf) = step_of(task.item);
                 let data = mem.read(rank, step.from, buf, step.range.clone());
                 if *to_host {
                     mem.write(rank, Location::Host, buf, step.range.start, &data);
                 }
-                for &p in peers {
+                for &(p, tag) in peers {
                     messages.insert((rank, p, tag), data.clone());
                 }
             }
-            Some(Role::Recv { peer }) => {
-                let (step, buf, tag) = step_of(item);
-                let data = messages[&(*peer, rank, tag)].clone();
+            Some(Role::Recv { peer, tag }) => {
+                let (step, buf) = step_of(task.item);
+                let data = messages[&(*peer, rank, *tag)].clone();
                 mem.write(rank, step.to, buf, step.range.start, &data);
             }
         }
@@ -990,7 +1234,9 @@ fn run_cluster(
         remaining -= 1;
     }
     let ranks = scn.ranks;
-    mem.check_final(planned, refr, |loc| match owner(scn, loc) {
+    // Every rank's plan ends with the same valid sets and attachments (checked by
+    // `check_left_out`), so rank 0's plan speaks for all.
+    mem.check_final(plans[0], refr, |loc| match owner(scn, loc) {
         None => (0..ranks).collect(),
         Some(o) => vec![o],
     })
@@ -1000,16 +1246,102 @@ fn run_cluster(
 // The property
 // ---------------------------------------------------------------------------------------
 
+/// The plans of ranks that left out commands (`own[rank]`) against the plan of every
+/// command (`all`): a command two ranks both scheduled gave both the same steps (the
+/// same as with every command given); they end with the same valid sets and attachments;
+/// and a command a rank left out gives it nothing to do (no execution, no step with an
+/// end there, no broadcast it must receive).
+fn check_left_out(scn: &Scenario, all: &Planned, own: &[Planned]) -> Result<(), String> {
+    let by_all = all.steps_by_command();
+    let by_own: Vec<_> = own.iter().map(Planned::steps_by_command).collect();
+    for (a, by_a) in by_own.iter().enumerate() {
+        for (b, by_b) in by_own.iter().enumerate().skip(a + 1) {
+            for (ci, steps) in by_a {
+                if let Some(other) = by_b.get(ci) {
+                    if steps != other {
+                        return Err(format!(
+                            "command {ci} {:?}: rank {a} planned {steps:?}, rank {b} {other:?}",
+                            scn.commands[*ci]
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for (rank, (planned, by)) in own.iter().zip(&by_own).enumerate() {
+        let rank = rank as u32;
+        for (ci, steps) in by {
+            if by_all.get(ci) != Some(steps) {
+                return Err(format!(
+                    "command {ci}: rank {rank} planned {steps:?}, with every command {:?}",
+                    by_all.get(ci)
+                ));
+            }
+        }
+        if planned.final_validity != all.final_validity
+            || planned.final_attached != all.final_attached
+        {
+            return Err(format!(
+                "rank {rank} ends with other valid sets or attachments"
+            ));
+        }
+        let everyone = roles(scn, all, rank);
+        for (item, role) in all.items.iter().zip(everyone) {
+            let ci = match &item.kind {
+                Kind::Cmd(ci) | Kind::Step { cmd: ci, .. } => *ci,
+            };
+            if role.is_some() && !by.contains_key(&ci) {
+                return Err(format!(
+                    "rank {rank} left out command {ci} {:?} but has {role:?} for {:?}",
+                    scn.commands[ci], item.kind
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The checks of a cluster whose rank `r` scheduled `plans[r]`.
+fn check_cluster(
+    scn: &Scenario,
+    plans: &[&Planned],
+    refr: &Reference,
+    rng: &mut Rng,
+) -> Result<(), String> {
+    check_matching(scn, plans)?;
+    check_progress(scn, plans, false)?;
+    check_progress(scn, plans, true)?;
+    for (markers, runs) in [(true, 1), (false, 4)] {
+        for _ in 0..runs {
+            run_cluster(scn, plans, refr, markers, rng)
+                .map_err(|e| format!("cluster (markers={markers}): {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every rank's plan with the queueing optimisation by `rule` (devices registered in
+/// another order on every rank).
+fn own_plans(scn: &Scenario, rule: LeaveOut) -> Result<Vec<Planned>, String> {
+    (0..scn.ranks)
+        .map(|rank| plan(scn, rank as usize, Feed::Rank(rank, rule)))
+        .collect()
+}
+
 fn check_scenario(scn: &Scenario) -> Result<(), String> {
-    let planned = plan(scn, 0)?;
+    let planned = plan(scn, 0, Feed::All)?;
     // Every rank runs its own scheduler on the same stream (and may register devices in
     // another order): the plans must be identical, dependencies included.
     for rank in 1..scn.ranks as usize {
-        let other = plan(scn, rank)?;
+        let other = plan(scn, rank, Feed::All)?;
         if other != planned {
             return Err(format!("rank {rank} planned differently"));
         }
     }
+    // With the queueing optimisation, each rank leaves out the commands it need not see.
+    let own = own_plans(scn, LeaveOut::NoHostHop).map_err(|e| format!("leaving out: {e}"))?;
+    check_left_out(scn, &planned, &own)?;
+
     let refr = reference(scn);
     let mut rng = Rng(scn.seed);
 
@@ -1021,15 +1353,11 @@ fn check_scenario(scn: &Scenario) -> Result<(), String> {
         run_single(scn, &planned, &refr, &order).map_err(|e| format!("async: {e}"))?;
     }
 
-    check_matching(scn, &planned)?;
-    check_progress(scn, &planned, false)?;
-    check_progress(scn, &planned, true)?;
-    for (markers, runs) in [(true, 1), (false, 4)] {
-        for _ in 0..runs {
-            run_cluster(scn, &planned, &refr, markers, &mut rng)
-                .map_err(|e| format!("cluster (markers={markers}): {e}"))?;
-        }
-    }
+    let everywhere: Vec<&Planned> = vec![&planned; scn.ranks as usize];
+    check_cluster(scn, &everywhere, &refr, &mut rng)
+        .map_err(|e| format!("every command everywhere: {e}"))?;
+    let own: Vec<&Planned> = own.iter().collect();
+    check_cluster(scn, &own, &refr, &mut rng).map_err(|e| format!("leaving out: {e}"))?;
     Ok(())
 }
 
@@ -1324,23 +1652,26 @@ fn thesis_figure_iv3_cannot_deadlock() {
                 at: D0,
                 stream: dev_stream(0, 0),
                 accesses: vec![(0, 0..8, Mode::ReadWrite)],
+                attach: false,
             },
             Command {
                 at: D1,
                 stream: dev_stream(1, 0),
                 accesses: vec![(0, 0..8, Mode::ReadWrite)],
+                attach: false,
             },
             Command {
                 at: H,
                 stream: dev_stream(0, 0),
                 accesses: vec![(0, 0..8, Mode::Read)],
+                attach: false,
             },
         ],
         policy: StepStreams::Destination,
         seed: 3,
     };
-    let planned = plan(&scn, 0).unwrap();
-    assert_eq!(planned, plan(&scn, 1).unwrap());
+    let planned = plan(&scn, 0, Feed::All).unwrap();
+    assert_eq!(planned, plan(&scn, 1, Feed::All).unwrap());
     let steps: Vec<(Location, Location)> = planned
         .items
         .iter()
@@ -1350,8 +1681,8 @@ fn thesis_figure_iv3_cannot_deadlock() {
         })
         .collect();
     assert_eq!(steps, vec![(H, D0), (D0, D1), (D1, H)]);
-    check_matching(&scn, &planned).unwrap();
-    check_progress(&scn, &planned, true).unwrap();
+    check_matching(&scn, &[&planned, &planned]).unwrap();
+    check_progress(&scn, &[&planned, &planned], true).unwrap();
     check_scenario(&scn).unwrap();
 }
 
@@ -1369,6 +1700,7 @@ fn a_host_reader_is_not_forgotten_for_a_step_of_another_rank() {
         at,
         stream,
         accesses: vec![(0, 0..4, mode)],
+        attach: false,
     };
     let scn = Scenario {
         ranks: 2,
@@ -1391,7 +1723,7 @@ fn a_host_reader_is_not_forgotten_for_a_step_of_another_rank() {
         policy: StepStreams::Destination,
         seed: 1,
     };
-    let planned = plan(&scn, 0).unwrap();
+    let planned = plan(&scn, 0, Feed::All).unwrap();
     let to_host = planned
         .items
         .iter()
@@ -1405,6 +1737,233 @@ fn a_host_reader_is_not_forgotten_for_a_step_of_another_rank() {
     let refr = reference(&scn);
     let mut rng = Rng(7);
     for _ in 0..200 {
-        run_cluster(&scn, &planned, &refr, false, &mut rng).unwrap();
+        run_cluster(&scn, &[&planned, &planned], &refr, false, &mut rng).unwrap();
     }
+}
+
+/// A buffer attached to rank 1's device and used on rank 0's: every read there brings the
+/// bytes from the attached device (every time, the valid set is not consulted), every
+/// write sends the written bytes back right after the command, and the valid set stays as
+/// it was.
+#[test]
+fn a_buffer_attached_to_another_ranks_device_moves_from_and_back_to_it() {
+    // D0 on rank 0, D1 on rank 1.
+    let mut s = sched(&[(0, 0), (1, 0)]);
+    let b = s.create_buffer(16, Some(H));
+    let step = |range: Range<u64>, from, to| Step {
+        buffer: b,
+        range,
+        from,
+        to,
+    };
+    let st = steps_token;
+    let whole = |mode| [acc(b, 0..16, mode)];
+    // Attach: a command at D1 reading the whole buffer, on a fresh stream, then `attach`.
+    let (steps, deps) = run(&mut s, D1, 77, &whole(Mode::Read), 1);
+    assert_eq!(steps, vec![(step(0..16, H, D1), vec![])]);
+    assert_eq!(deps, vec![st(1, 0)]);
+    s.attach(b, 1);
+    assert_eq!(s.attached(b), Some(1));
+    let validity = s.validity(b, 0..16);
+    assert_eq!(validity, vec![(0..16, set(&[H, D1]))]);
+
+    // D0 reads: from D1 (not from the valid host copy), after the step that wrote D1.
+    let (steps, deps) = run(&mut s, D0, 1, &whole(Mode::Read), 2);
+    assert_eq!(steps, vec![(step(0..16, D1, D0), vec![st(1, 0)])]);
+    assert_eq!(deps, vec![st(2, 0)]);
+    // D0 reads again: again from D1; the step also waits for the earlier accesses to D0.
+    let (steps, deps) = run(&mut s, D0, 1, &whole(Mode::Read), 3);
+    assert_eq!(
+        steps,
+        vec![(step(0..16, D1, D0), vec![st(1, 0), st(2, 0), 2])]
+    );
+    assert_eq!(deps, vec![st(3, 0)]);
+    // D0 overwrites 4..8: nothing comes, the written bytes go back to D1 after the command
+    // (the step waits for it), and after every earlier access to D1.
+    let (steps, deps) = run(&mut s, D0, 1, &[acc(b, 4..8, Mode::Write)], 4);
+    assert_eq!(
+        steps,
+        vec![(step(4..8, D0, D1), vec![4, st(1, 0), 1, st(2, 0), st(3, 0)])]
+    );
+    assert_eq!(deps, vec![st(3, 0)]);
+    // D0 reads and writes the whole buffer: from D1 first (after the write-back), back
+    // to D1 afterwards.
+    let (steps, deps) = run(&mut s, D0, 1, &whole(Mode::ReadWrite), 5);
+    assert_eq!(
+        steps,
+        vec![
+            (step(0..16, D1, D0), vec![st(4, 0), 4, st(4, 0)]),
+            (step(0..16, D0, D1), vec![5, st(4, 0), st(5, 0)]),
+        ]
+    );
+    assert_eq!(deps, vec![st(5, 0)]);
+    // On D1 itself nothing moves; the command waits for the last write-back (which
+    // waited for the step reading D1 before it).
+    let (steps, deps) = run(&mut s, D1, 2, &whole(Mode::ReadWrite), 6);
+    assert!(steps.is_empty());
+    assert_eq!(deps, vec![st(5, 1)]);
+    assert_eq!(s.validity(b, 0..16), validity);
+
+    // The same as a cluster scenario, with a second buffer attached to D0: rank 0 leaves
+    // out the command at D1 that touches only the buffer attached to D1, rank 1 the one
+    // at D0 that touches only the buffer attached to D0.
+    let s0 = dev_stream(0, 0);
+    let cmd = |at, stream, accesses: Vec<(usize, Range<u64>, Mode)>| Command {
+        at,
+        stream,
+        accesses,
+        attach: false,
+    };
+    let scn = Scenario {
+        ranks: 2,
+        devices: vec![
+            DeviceDesc { owner: 0, group: 0 },
+            DeviceDesc { owner: 1, group: 0 },
+        ],
+        streams: vec![1, 1],
+        buffers: vec![(16, true), (8, false)],
+        commands: vec![
+            Command::attach(0, 0, 16, 1),
+            cmd(D0, s0, vec![(0, 0..16, Mode::Read)]),
+            cmd(D0, s0, vec![(0, 4..8, Mode::Write)]),
+            cmd(D0, s0, vec![(0, 0..16, Mode::ReadWrite)]),
+            cmd(D1, dev_stream(1, 0), vec![(0, 0..16, Mode::ReadWrite)]),
+            cmd(D0, s0, vec![(1, 0..8, Mode::Write)]),
+            Command::attach(6, 1, 8, 0),
+            cmd(D0, s0, vec![(1, 2..6, Mode::ReadWrite)]),
+            cmd(H, s0, vec![(0, 0..16, Mode::Read), (1, 0..8, Mode::Read)]),
+        ],
+        policy: StepStreams::Fresh,
+        seed: 5,
+    };
+    let all = plan(&scn, 0, Feed::All).unwrap();
+    let hops_of_cmd =
+        |planned: &Planned| -> BTreeMap<usize, Vec<(Location, Location, Range<u64>)>> {
+            planned
+                .steps_by_command()
+                .into_iter()
+                .map(|(ci, steps)| {
+                    let hops = steps
+                        .into_iter()
+                        .map(|s| (s.from, s.to, s.range.clone()))
+                        .collect();
+                    (ci, hops)
+                })
+                .collect()
+        };
+    let expected: BTreeMap<usize, Vec<(Location, Location, Range<u64>)>> = [
+        (0, vec![(H, D1, 0..16)]),
+        (1, vec![(D1, D0, 0..16)]),
+        (2, vec![(D0, D1, 4..8)]),
+        (3, vec![(D1, D0, 0..16), (D0, D1, 0..16)]),
+        (4, vec![]),
+        (5, vec![]),
+        (6, vec![]),
+        (7, vec![]),
+        (8, vec![(D1, H, 0..16), (D0, H, 0..8)]),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(hops_of_cmd(&all), expected);
+    let own = own_plans(&scn, LeaveOut::NoHostHop).unwrap();
+    let kept = |p: &Planned| p.steps_by_command().into_keys().collect::<Vec<_>>();
+    assert_eq!(kept(&own[0]), vec![0, 1, 2, 3, 5, 6, 7, 8]);
+    assert_eq!(kept(&own[1]), vec![0, 1, 2, 3, 4, 5, 6, 8]);
+    // The messages between the two ranks, with their tags, as each rank sees them.
+    let messages = |rank: u32| -> Vec<Role> {
+        roles(&scn, &own[rank as usize], rank)
+            .into_iter()
+            .flatten()
+            .filter(|r| !matches!(r, Role::Exec(_) | Role::Copy))
+            .collect()
+    };
+    let send = |tag| Role::Send {
+        peers: vec![(1, tag)],
+        to_host: false,
+    };
+    assert_eq!(
+        messages(0),
+        vec![
+            Role::Recv { peer: 1, tag: 0 },
+            send(1),
+            Role::Recv { peer: 1, tag: 2 },
+            send(3),
+            Role::Recv { peer: 1, tag: 4 },
+            Role::Send {
+                peers: vec![(1, 5)],
+                to_host: true
+            },
+        ]
+    );
+    assert_eq!(
+        messages(1),
+        vec![
+            Role::Send {
+                peers: vec![(0, 0)],
+                to_host: false
+            },
+            Role::Recv { peer: 0, tag: 1 },
+            Role::Send {
+                peers: vec![(0, 2)],
+                to_host: false
+            },
+            Role::Recv { peer: 0, tag: 3 },
+            Role::Send {
+                peers: vec![(0, 4)],
+                to_host: true
+            },
+            Role::Recv { peer: 0, tag: 5 },
+        ]
+    );
+    check_scenario(&scn).unwrap();
+}
+
+/// Why the queueing optimisation must keep commands whose bytes go through the host copy:
+/// rank 0 owns D0 (group 0) and D1 (group 1), rank 1 owns D2. A buffer attached to D0 and
+/// read on D1 moves D0 → Host → D1, and the first hop is a broadcast to every rank. Rank
+/// 1, leaving the command out because it runs on rank 0's device and its buffer is
+/// attached to rank 0's device, would never receive it (and its tags with rank 0 would
+/// be off by one from then on).
+#[test]
+fn leaving_out_a_command_that_stages_through_the_host_copy_loses_a_broadcast() {
+    let scn = Scenario {
+        ranks: 2,
+        devices: vec![
+            DeviceDesc { owner: 0, group: 0 },
+            DeviceDesc { owner: 0, group: 1 },
+            DeviceDesc { owner: 1, group: 0 },
+        ],
+        streams: vec![1, 1, 1],
+        buffers: vec![(4, true)],
+        commands: vec![
+            Command::attach(0, 0, 4, 0),
+            Command {
+                at: D1,
+                stream: dev_stream(1, 0),
+                accesses: vec![(0, 0..4, Mode::Read)],
+                attach: false,
+            },
+        ],
+        policy: StepStreams::Destination,
+        seed: 9,
+    };
+    let all = plan(&scn, 0, Feed::All).unwrap();
+    assert_eq!(
+        all.steps_by_command()[&1]
+            .iter()
+            .map(|s| (s.from, s.to))
+            .collect::<Vec<_>>(),
+        vec![(D0, H), (H, D1)]
+    );
+    let naive = own_plans(&scn, LeaveOut::AnyAttached).unwrap();
+    assert!(!naive[1].steps_by_command().contains_key(&1));
+    let err = check_left_out(&scn, &all, &naive).unwrap_err();
+    assert!(err.contains("rank 1 left out command 1"), "{err}");
+    let naive: Vec<&Planned> = naive.iter().collect();
+    let err = check_matching(&scn, &naive).unwrap_err();
+    assert!(err.contains("(0, 1, 0)"), "{err}");
+    // Keeping it, every check passes.
+    let own = own_plans(&scn, LeaveOut::NoHostHop).unwrap();
+    assert!(own[1].steps_by_command().contains_key(&1));
+    check_scenario(&scn).unwrap();
 }
