@@ -135,3 +135,23 @@ fn extension_through_the_loader_and_direct() {
     check_program("cluster_attach", Way::Direct, 2);
     check_program("cluster_attach", Way::Native, 2);
 }
+
+/// Attached buffers between two vendor groups of one rank stage through the host copy (a
+/// broadcast every rank takes part in): the queueing optimisation must keep those
+/// commands on every rank (one vendor context per device makes every device its own
+/// group here).
+#[test]
+fn attached_buffers_between_vendor_groups_of_one_rank() {
+    for program in ["cluster_stencil", "cluster_alltoall"] {
+        check_cluster(
+            program,
+            2,
+            2,
+            &[
+                ("MIRRORCL_CONTEXT_PER_DEVICE", "1"),
+                ("CLUSTER_ATTACH", "1"),
+                ("CLUSTER_ITERS", "20"),
+            ],
+        );
+    }
+}
