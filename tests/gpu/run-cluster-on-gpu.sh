@@ -36,7 +36,7 @@ echo "== device table, GPUs only"
 mpirun -np "$ranks" --bind-to none -x LD_PRELOAD="$lib" -x MIRRORCL_PLATFORMS=NVIDIA \
   -x MIRRORCL_SHOW_DEVICES=1 "$gpu/bin/platform_device" 2>&1 | grep -A9 "MirrorCL: $ranks rank"
 echo "== test programs: $ranks ranks, one GPU each (NVIDIA OpenCL)"
-for prog in ${PROGRAMS:-cluster_vecadd cluster_turns cluster_stencil cluster_control cluster_build cluster_big vecadd_multi platform_device context buffers program_kernel events errors pingpong cluster_hybrid}; do
+for prog in ${PROGRAMS:-cluster_vecadd cluster_turns cluster_stencil cluster_control cluster_build cluster_big cluster_attach cluster_alltoall vecadd_multi platform_device context buffers program_kernel events errors pingpong cluster_hybrid}; do
   [ -x "$gpu/bin/$prog" ] || continue
   run gpu "$ranks" "$prog" -x MIRRORCL_PLATFORMS=NVIDIA
 done
@@ -45,6 +45,13 @@ for r in 0 1; do grep -h "^build-log\|^wg\|^device" "$out/cluster_build.gpu"/*/r
 grep -h "^build-log\|^wg\|^device" "$out/cluster_build.gpu"/*/rank.0/stdout
 echo "== cluster_big (2 GiB + 64 MiB from GPU 0 on rank 0 to GPU 1 on rank 1), rank 1"
 cat "$out/cluster_big.gpu"/*/rank.1/stdout
+echo "== the thesis' three variants on the GPUs: all-to-all copies (100 iterations) and the stencil with attached buffers"
+for v in decentralization attach full; do
+  run "$v" "$ranks" cluster_alltoall -x MIRRORCL_PLATFORMS=NVIDIA -x MIRRORCL_VARIANT=$v -x CLUSTER_ITERS=100 -x MIRRORCL_STATS=1
+  grep -h "iterations" "$out/cluster_alltoall.$v"/*/rank.0/stdout
+  grep -h "commands_\|bytes_sent\|scheduling_ns" "$out/cluster_alltoall.$v"/*/rank.0/stderr
+  run "$v" "$ranks" cluster_stencil -x MIRRORCL_PLATFORMS=NVIDIA -x MIRRORCL_VARIANT=$v -x CLUSTER_ATTACH=1
+done
 echo "== test programs: $ranks ranks, each with its GPU and its own PoCL CPU device"
 for prog in ${CPU_GPU_PROGRAMS:-cluster_vecadd cluster_turns cluster_stencil cluster_control vecadd_multi buffers}; do
   run cpu_gpu "$((ranks * 2))" "$prog" -x MIRRORCL_PLATFORMS=
