@@ -8,6 +8,7 @@
 
 mod api;
 mod info;
+mod replica;
 
 use mirrorcl_runtime::cl::cl_icd::_cl_icd_dispatch;
 use mirrorcl_runtime::cl::*;

@@ -497,7 +497,7 @@ impl Event {
         for line in node.pending_report() {
             report.push_str(&format!("\n  still waiting: {line}"));
         }
-        eprintln!("{report}\nMirrorCL: aborting the job.");
+        crate::diag!("{report}\nMirrorCL: aborting the job.");
         node.abort();
     }
 

@@ -20,6 +20,7 @@ pub mod platform;
 pub mod program;
 pub mod queue;
 pub mod remote;
+pub mod replica;
 pub mod stats;
 pub mod wire;
 

@@ -110,6 +110,26 @@ pub fn init(config: &Config) -> &'static Node {
     NODE.get_or_init(|| Node::init(config))
 }
 
+/// Sets up this rank's node before the platform (a seed agreed at `srand`).
+pub fn init_alone() -> &'static Node {
+    NODE.get_or_init(|| Node::init(&Config::load().unwrap_or_default()))
+}
+
+/// Set while MirrorCL owns MPI (initialised it) and has not started finalising it: the
+/// program's own `MPI_Finalize` must then leave it alone.
+static OWNS_MPI: AtomicBool = AtomicBool::new(false);
+
+/// The value of `MPI_THREAD_MULTIPLE`.
+pub fn thread_multiple() -> c_int {
+    // SAFETY: reading an immutable constant of the MPI shim.
+    unsafe { ffi::RSMPI_THREAD_MULTIPLE }
+}
+
+/// Whether MirrorCL initialised MPI and still needs it (see `OWNS_MPI`).
+pub fn owns_mpi() -> bool {
+    OWNS_MPI.load(Ordering::Acquire)
+}
+
 /// This rank's node.
 pub fn node() -> &'static Node {
     match NODE.get() {
@@ -171,7 +191,7 @@ impl Node {
             unsafe { ffi::MPI_Query_thread(&mut provided) };
             // SAFETY: reading an immutable constant of the MPI shim.
             if provided != unsafe { ffi::RSMPI_THREAD_MULTIPLE } {
-                eprintln!(
+                crate::diag!(
                     "MirrorCL: the program initialised MPI without MPI_THREAD_MULTIPLE; \
                      MirrorCL's progress thread needs it (use MPI_Init_thread)"
                 );
@@ -180,8 +200,9 @@ impl Node {
         } else {
             match mpi::initialize_with_threading(mpi::Threading::Multiple) {
                 Some((u, level)) => {
+                    OWNS_MPI.store(true, Ordering::Release);
                     if level != mpi::Threading::Multiple {
-                        eprintln!(
+                        crate::diag!(
                             "MirrorCL: this MPI provides {level:?}, not MPI_THREAD_MULTIPLE; \
                              transfers may misbehave"
                         );
@@ -441,7 +462,7 @@ fn progress_loop(
                     since: Instant::now(),
                 }),
                 Err(rc) => {
-                    eprintln!(
+                    crate::diag!(
                         "MirrorCL: rank {rank}: MPI error {rc} posting a {}",
                         describe(t.direction, t.peer, &t.what, Duration::ZERO)
                     );
@@ -485,7 +506,7 @@ fn progress_loop(
             if oldest.elapsed() > limit {
                 for a in &active {
                     if let Some(t) = &a.transfer {
-                        eprintln!(
+                        crate::diag!(
                             "MirrorCL: rank {rank}: {} never completed \
                              (deadline MIRRORCL_WAIT_TIMEOUT)",
                             describe(t.direction, t.peer, &t.what, a.since.elapsed())
@@ -542,6 +563,7 @@ extern "C" fn shut_down_at_exit() {
         if let Some(h) = m.progress.lock().take() {
             let _ = h.join();
         }
+        OWNS_MPI.store(false, Ordering::Release);
         if let Some(u) = m.universe.lock().take() {
             // Finalising is collective: every rank gets here at its own exit.
             drop(u);

@@ -47,7 +47,7 @@ impl Platform {
     fn init() -> Platform {
         crate::issuer::init_tracing();
         let config = Config::load().unwrap_or_else(|why| {
-            eprintln!("MirrorCL: configuration error: {why}; using defaults");
+            crate::diag!("MirrorCL: configuration error: {why}; using defaults");
             Config::default()
         });
         let node = crate::node::init(&config);
@@ -69,7 +69,7 @@ impl Platform {
             unsafe { libc::atexit(report_stats_at_exit) };
         }
         if platform.config.runtime.show_devices && platform.rank == 0 {
-            eprint!("{}", platform.device_table());
+            crate::replica::diag(&platform.device_table());
         }
         tracing::debug!(
             "MirrorCL: {} vendor platform(s), {} device(s)",

@@ -124,11 +124,11 @@ pub fn report_at_exit(target: &str) {
     }
     let report = Report { ranks, total };
     if matches!(target, "1" | "true" | "yes") {
-        eprint!("{}", table(&report));
+        crate::replica::diag(&table(&report));
     } else {
         let text = serde_json::to_string_pretty(&report).unwrap_or_default();
         if let Err(e) = std::fs::write(target, text) {
-            eprintln!("MirrorCL: cannot write statistics to {target}: {e}");
+            crate::diag!("MirrorCL: cannot write statistics to {target}: {e}");
         }
     }
 }

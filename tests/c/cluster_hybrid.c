@@ -5,11 +5,17 @@
  * uses MPI itself: an allreduce of a checksum of the result (every replica must
  * hold the same bytes) and of the device count, and finalises MPI.
  * MirrorCL must work on a duplicate of the program's world and leave
- * finalisation to the program.  Built with mpicc.
+ * finalisation to the program.  With HYBRID_SEED_FIRST=1 the program seeds rand()
+ * from the clock and its pid before it initialises MPI (MirrorCL then initialises
+ * MPI for the seed, and the program's MPI_Init_thread / MPI_Finalize leave it
+ * alone) and draws its input from rand().  Built with mpicc.
  */
+#define _DEFAULT_SOURCE
 #include "check.h"
 
 #include <mpi.h>
+#include <time.h>
+#include <unistd.h>
 
 #define N (1u << 16)
 
@@ -19,6 +25,9 @@ static const char *kSrc =
 
 int main(int argc, char **argv)
 {
+    int seed_first = ct_env_flag("HYBRID_SEED_FIRST");
+    if (seed_first)
+        srand((unsigned)time(NULL) ^ (unsigned)getpid());
     int provided = 0;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
         ct_die("MPI_Init_thread failed");
@@ -37,7 +46,7 @@ int main(int argc, char **argv)
 
     uint32_t *in = malloc(N * 4), *out = malloc(N * 4), *ref = malloc(N * 4);
     for (uint32_t i = 0; i < N; i++) {
-        in[i] = i * 2654435761u;
+        in[i] = seed_first ? (uint32_t)rand() : i * 2654435761u;
         ref[i] = in[i] * 7u + i;
     }
     size_t per = N / ndev;

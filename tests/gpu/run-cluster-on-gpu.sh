@@ -23,7 +23,7 @@ run() { # label, devices in all, program, env...
   local start=$(date +%s%N)
   timeout 300 mpirun -np "$ranks" --bind-to none --output-filename "$out/$prog.$label" \
     -x LD_PRELOAD="$lib" -x MIRRORCL_EXPECT=1 -x CTEST_EXPECT_DEVICES="$ndev" \
-    -x POCL_DEVICES=pthread -x POCL_KERNEL_CACHE=0 -x MIRRORCL_WAIT_TIMEOUT=120 "$@" \
+    -x POCL_DEVICES=pthread -x POCL_KERNEL_CACHE=0 -x MIRRORCL_WAIT_TIMEOUT=120 -x MIRRORCL_OUTPUT=raw "$@" \
     "$gpu/bin/$prog" > "$out/$prog.$label.mpirun" 2>&1
   local rc=$?
   local ms=$(( ($(date +%s%N) - start) / 1000000 ))

@@ -762,6 +762,8 @@ pub fn run_cluster_as(
         // Ranks on one machine would share PoCL's kernel cache, which is not safe for
         // concurrent builds of the same program by several processes.
         ("POCL_KERNEL_CACHE".into(), "0".into()),
+        // Every rank's output, unprefixed, to its own file: each rank's checks are read.
+        ("MIRRORCL_OUTPUT".into(), "raw".into()),
     ];
     for (k, v) in extra_env {
         env.retain(|(name, _)| name != k);
@@ -908,6 +910,7 @@ pub const CLUSTER_PROGRAMS: &[&str] = &[
     "cluster_hybrid",
     "cluster_attach",
     "cluster_alltoall",
+    "cluster_replica",
 ];
 
 #[cfg(test)]

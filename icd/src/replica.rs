@@ -1,0 +1,172 @@
+//! The C-library and MPI functions MirrorCL stands in for, so that N replicas of a host
+//! program behave as one (`mirrorcl_runtime::replica` has the rules): `fopen` (files
+//! written by rank 0 only), `srand`/`srandom`/`srand48` (rank 0's seed everywhere), and
+//! `MPI_Init`/`MPI_Init_thread`/`MPI_Finalize` for a hybrid program seeded before it
+//! initialised MPI itself (MirrorCL then owns MPI; the program's calls leave it alone).
+//! Each finds the real function with `dlsym(RTLD_NEXT)`.
+
+use mirrorcl_runtime::replica;
+use std::ffi::{c_char, c_int, c_long, c_uint, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Output as `MIRRORCL_OUTPUT` says, before `main` runs (the environment only: MPI is
+/// initialised on the first OpenCL call).
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = at_load;
+
+extern "C" fn at_load() {
+    let _ = std::panic::catch_unwind(replica::at_load);
+}
+
+/// The next definition of `name` after this library's, looked up once.
+fn next(cache: &AtomicUsize, name: &CStr) -> usize {
+    let f = cache.load(Ordering::Acquire);
+    if f != 0 {
+        return f;
+    }
+    // SAFETY: a NUL-terminated symbol name; RTLD_NEXT searches the libraries after ours.
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+    cache.store(f, Ordering::Release);
+    f
+}
+
+macro_rules! real {
+    ($name:literal, $ty:ty) => {{
+        static CACHE: AtomicUsize = AtomicUsize::new(0);
+        let f = next(&CACHE, $name);
+        if f == 0 {
+            None
+        } else {
+            // SAFETY: the symbol has this C signature (the C library's or MPI's).
+            Some(unsafe { std::mem::transmute::<usize, $ty>(f) })
+        }
+    }};
+}
+
+type Fopen = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE;
+type Freopen =
+    unsafe extern "C" fn(*const c_char, *const c_char, *mut libc::FILE) -> *mut libc::FILE;
+
+/// The path the program's `fopen` really opens on this rank.
+unsafe fn path_for(path: *const c_char, mode: *const c_char) -> *const c_char {
+    if path.is_null() || mode.is_null() {
+        return path;
+    }
+    // SAFETY: the caller's NUL-terminated strings.
+    let (p, m) = unsafe { (CStr::from_ptr(path), CStr::from_ptr(mode)) };
+    if replica::redirect_open(p.to_bytes(), m.to_bytes()) {
+        c"/dev/null".as_ptr()
+    } else {
+        path
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    match real!(c"fopen", Fopen) {
+        // SAFETY: forwarded with the caller's arguments (or /dev/null for the path).
+        Some(f) => unsafe { f(path_for(path, mode), mode) },
+        None => std::ptr::null_mut(),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    match real!(c"fopen64", Fopen) {
+        // SAFETY: as in fopen.
+        Some(f) => unsafe { f(path_for(path, mode), mode) },
+        None => std::ptr::null_mut(),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn freopen(
+    path: *const c_char,
+    mode: *const c_char,
+    stream: *mut libc::FILE,
+) -> *mut libc::FILE {
+    match real!(c"freopen", Freopen) {
+        // SAFETY: as in fopen.
+        Some(f) => unsafe { f(path_for(path, mode), mode, stream) },
+        None => std::ptr::null_mut(),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn srand(seed: c_uint) {
+    let seed = replica::common_seed(seed as u64) as c_uint;
+    if let Some(f) = real!(c"srand", unsafe extern "C" fn(c_uint)) {
+        // SAFETY: the C library's srand.
+        unsafe { f(seed) };
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn srandom(seed: c_uint) {
+    let seed = replica::common_seed(seed as u64) as c_uint;
+    if let Some(f) = real!(c"srandom", unsafe extern "C" fn(c_uint)) {
+        // SAFETY: the C library's srandom.
+        unsafe { f(seed) };
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn srand48(seed: c_long) {
+    let seed = replica::common_seed(seed as u64) as c_long;
+    if let Some(f) = real!(c"srand48", unsafe extern "C" fn(c_long)) {
+        // SAFETY: the C library's srand48.
+        unsafe { f(seed) };
+    }
+}
+
+type MpiInitThread = unsafe extern "C" fn(*mut c_int, *mut c_void, c_int, *mut c_int) -> c_int;
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Init_thread(
+    argc: *mut c_int,
+    argv: *mut c_void,
+    required: c_int,
+    provided: *mut c_int,
+) -> c_int {
+    if mirrorcl_runtime::node::owns_mpi() {
+        if !provided.is_null() {
+            // SAFETY: the caller's out-pointer; MirrorCL initialised MPI_THREAD_MULTIPLE.
+            unsafe { *provided = mirrorcl_runtime::node::thread_multiple() };
+        }
+        return 0;
+    }
+    match real!(c"MPI_Init_thread", MpiInitThread) {
+        // SAFETY: forwarded as given.
+        Some(f) => unsafe { f(argc, argv, required, provided) },
+        None => 1,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut c_void) -> c_int {
+    if mirrorcl_runtime::node::owns_mpi() {
+        return 0;
+    }
+    match real!(
+        c"MPI_Init",
+        unsafe extern "C" fn(*mut c_int, *mut c_void) -> c_int
+    ) {
+        // SAFETY: forwarded as given.
+        Some(f) => unsafe { f(argc, argv) },
+        None => 1,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Finalize() -> c_int {
+    // MirrorCL finalises the MPI it initialised at exit, after its own last transfers.
+    if mirrorcl_runtime::node::owns_mpi() {
+        return 0;
+    }
+    match real!(c"MPI_Finalize", unsafe extern "C" fn() -> c_int) {
+        // SAFETY: MPI's own finalisation.
+        Some(f) => unsafe { f() },
+        None => 1,
+    }
+}

@@ -1,0 +1,85 @@
+//! Replicas that behave as one program (issue 6): the same random numbers on every rank,
+//! one copy of the output, one writer of each file, and hybrid programs that seed before
+//! they initialise MPI.
+
+use mirrorcl_tests::{check_cluster, run_cluster, run_cluster_as, target_dir, Way};
+
+/// Seeded from the clock and the pid: without rank 0's seeds everywhere, another rank's
+/// device would compute on other input and this rank's check would fail.
+#[test]
+fn clock_seeded_program_is_right_on_every_rank() {
+    for (ranks, devs) in [(2, 1), (4, 1), (3, 2)] {
+        check_cluster("cluster_replica", ranks, devs, &[]);
+    }
+}
+
+/// A file the program appends one line to gets exactly one line, from rank 0.
+#[test]
+fn an_appended_file_gets_one_line() {
+    let dir = target_dir().join("ctests").join("replica-files");
+    std::fs::create_dir_all(&dir).expect("directory");
+    let path = dir.join(format!("appended-{}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().expect("UTF-8").to_string();
+    let out = check_cluster("cluster_replica", 3, 1, &[("REPLICA_FILE", &p)]);
+    let text = std::fs::read_to_string(&path).expect("rank 0 wrote the file");
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(text.lines().count(), 1, "{text:?}\n{}", out.report());
+    let first = out.lines_with("hello from the program")[0][0].clone();
+    let input = first.rsplit(' ').next().expect("input");
+    assert!(
+        text.contains(input),
+        "the line is rank 0's: {text:?} vs {first:?}"
+    );
+
+    // MIRRORCL_FILES=all: every rank writes its own line.
+    let out = check_cluster(
+        "cluster_replica",
+        3,
+        1,
+        &[("REPLICA_FILE", &p), ("MIRRORCL_FILES", "all")],
+    );
+    let text = std::fs::read_to_string(&path).expect("the ranks wrote the file");
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(text.lines().count(), 3, "{text:?}\n{}", out.report());
+}
+
+/// By default only rank 0's output reaches the terminal; `MIRRORCL_OUTPUT=all` lets
+/// every rank's through, each line prefixed with its rank.
+#[test]
+fn one_copy_of_the_output() {
+    let out = run_cluster("cluster_replica", 3, 1, &[("MIRRORCL_OUTPUT", "root")])
+        .expect("run cluster_replica");
+    assert!(out.status.is_some_and(|s| s.success()), "{}", out.report());
+    let hellos = out.lines_with("hello from the program");
+    assert_eq!(hellos[0].len(), 1, "{}", out.report());
+    assert!(
+        hellos[1..].iter().all(|h| h.is_empty()),
+        "ranks 1 and 2 print nothing\n{}",
+        out.report()
+    );
+    let out = run_cluster("cluster_replica", 3, 1, &[("MIRRORCL_OUTPUT", "all")])
+        .expect("run cluster_replica");
+    assert!(out.status.is_some_and(|s| s.success()), "{}", out.report());
+    for r in 0..3 {
+        let prefixed = out.lines_with(&format!("[rank {r}] PASS cluster_replica"));
+        assert_eq!(prefixed[r].len(), 1, "rank {r}\n{}", out.report());
+    }
+}
+
+/// A hybrid program that seeds rand() before MPI_Init_thread: MirrorCL initialises MPI
+/// for the seed, and the program's own MPI_Init_thread and MPI_Finalize leave it alone.
+#[test]
+fn hybrid_program_seeding_before_mpi_init() {
+    for (ranks, devs) in [(1, 2), (3, 1)] {
+        let out = run_cluster_as(
+            "cluster_hybrid",
+            Way::Mpi,
+            ranks,
+            devs,
+            &[("HYBRID_SEED_FIRST", "1")],
+        )
+        .expect("run the hybrid program");
+        assert!(out.passed(), "{}", out.report());
+    }
+}
