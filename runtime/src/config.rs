@@ -197,6 +197,15 @@ impl Config {
         Ok(config)
     }
 
+    /// Reads and checks one configuration file (no environment applied).
+    pub fn load_file(path: &std::path::Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let config: Config =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        config.device_type_mask()?;
+        Ok(config)
+    }
+
     /// The selected device types as a `cl_device_type` mask.
     pub fn device_type_mask(&self) -> Result<u64, String> {
         use crate::cl::*;

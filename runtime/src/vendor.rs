@@ -155,8 +155,8 @@ pub fn load_vendors(config: &Config, own_marker: &CStr) -> Vec<Vendor> {
     vendors
 }
 
-/// Opens one ICD library; `None` when it is MirrorCL itself.
-fn load_library(lib: &str, own_marker: &CStr) -> Result<Option<Vec<V>>, String> {
+/// Opens one ICD library and lists its platforms; `None` when it is MirrorCL itself.
+pub fn load_library(lib: &str, own_marker: &CStr) -> Result<Option<Vec<V>>, String> {
     let path = CString::new(lib).map_err(|_| "path contains NUL".to_string())?;
     // SAFETY: dlopen with a valid C string; RTLD_LOCAL keeps the vendor's symbols out of
     // the global namespace so they never interpose on the application's OpenCL calls.

@@ -1,0 +1,487 @@
+//! `mirrorcl`: run a program on a MirrorCL cluster, show the cluster's devices, check a
+//! machine.
+//!
+//!     mirrorcl run -n N [--config F.toml] [--hostfile F] [--output root|all|raw]
+//!                  [--lib PATH] [--dry-run] -- ./app args...
+//!     mirrorcl devices [-n N] [--config F.toml] [--hostfile F] [--lib PATH]
+//!     mirrorcl doctor [--lib PATH]
+//!
+//! `run` builds the `mpirun` line: the library preloaded, every `MIRRORCL_*` and
+//! `POCL_*` variable of this environment passed on, `--oversubscribe` when the ranks
+//! outnumber this machine's cores (without a hostfile), and the variables OpenMPI wants
+//! when run as root.
+
+use mirrorcl_runtime::cl::*;
+use mirrorcl_runtime::config::Config;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+const USAGE: &str = "usage:
+  mirrorcl run -n N [--config F.toml] [--hostfile F] [--output root|all|raw] [--lib PATH] [--dry-run] -- ./app args...
+  mirrorcl devices [-n N] [--config F.toml] [--hostfile F] [--lib PATH]
+  mirrorcl doctor [--lib PATH]";
+
+#[derive(Default)]
+struct Options {
+    ranks: Option<u32>,
+    config: Option<PathBuf>,
+    hostfile: Option<PathBuf>,
+    output: Option<String>,
+    lib: Option<PathBuf>,
+    dry_run: bool,
+    program: Vec<OsString>,
+}
+
+fn parse(args: &[OsString]) -> Result<Options, String> {
+    let mut o = Options::default();
+    let mut i = 0;
+    let value = |i: &mut usize, name: &str| -> Result<OsString, String> {
+        *i += 1;
+        args.get(*i)
+            .cloned()
+            .ok_or_else(|| format!("{name} needs a value"))
+    };
+    while i < args.len() {
+        match args[i].to_str().unwrap_or("") {
+            "-n" | "-np" | "--ranks" => {
+                let v = value(&mut i, "-n")?;
+                let n: u32 = v
+                    .to_str()
+                    .and_then(|s| s.parse().ok())
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("-n {}: not a positive number", v.to_string_lossy()))?;
+                o.ranks = Some(n);
+            }
+            "--config" => o.config = Some(value(&mut i, "--config")?.into()),
+            "--hostfile" => o.hostfile = Some(value(&mut i, "--hostfile")?.into()),
+            "--output" => {
+                let v = value(&mut i, "--output")?.to_string_lossy().into_owned();
+                if !matches!(v.as_str(), "root" | "all" | "raw") {
+                    return Err(format!("--output {v}: use root, all or raw"));
+                }
+                o.output = Some(v);
+            }
+            "--lib" => o.lib = Some(value(&mut i, "--lib")?.into()),
+            "--dry-run" => o.dry_run = true,
+            "--" => {
+                o.program = args[i + 1..].to_vec();
+                return Ok(o);
+            }
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+        i += 1;
+    }
+    Ok(o)
+}
+
+/// The library to preload: `--lib`, `MIRRORCL_LIB`, next to this executable, or in
+/// `../lib` of it (an installed prefix).
+fn find_lib(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    let candidates: Vec<PathBuf> = match explicit {
+        Some(p) => vec![p.to_path_buf()],
+        None => {
+            let mut c = Vec::new();
+            if let Some(p) = std::env::var_os("MIRRORCL_LIB").filter(|v| !v.is_empty()) {
+                c.push(PathBuf::from(p));
+            }
+            if let Ok(exe) = std::env::current_exe() {
+                if let Some(dir) = exe.parent() {
+                    c.push(dir.join("libmirrorcl.so"));
+                    c.push(dir.join("../lib/libmirrorcl.so"));
+                }
+            }
+            c
+        }
+    };
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
+        .ok_or_else(|| {
+            format!(
+                "libmirrorcl.so not found (looked at {}). Build it with `cargo build --release -p \
+                 mirrorcl`, install it with `icd/install.sh`, or pass --lib PATH.",
+                candidates
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+fn on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+    })
+}
+
+fn cores() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The `mpirun` command for `program` on `ranks` ranks.
+fn mpirun_command(o: &Options, ranks: u32, program: &[OsString]) -> Result<Command, String> {
+    let mpirun = on_path("mpirun").ok_or(
+        "mpirun not found on PATH: install OpenMPI (Debian/Ubuntu: apt-get install openmpi-bin) \
+         or add its bin directory to PATH",
+    )?;
+    let lib = find_lib(o.lib.as_deref())?;
+    let mut cmd = Command::new(mpirun);
+    cmd.arg("-np").arg(ranks.to_string());
+    match &o.hostfile {
+        Some(h) => {
+            if !h.is_file() {
+                return Err(format!("--hostfile {}: no such file", h.display()));
+            }
+            cmd.arg("--hostfile").arg(h);
+        }
+        None if ranks > cores() => {
+            cmd.arg("--oversubscribe").args(["--bind-to", "none"]);
+        }
+        None => {}
+    }
+    cmd.arg("-x").arg(format!("LD_PRELOAD={}", lib.display()));
+    if let Some(c) = &o.config {
+        let c = c
+            .canonicalize()
+            .map_err(|e| format!("--config {}: {e}", c.display()))?;
+        Config::load_file(&c).map_err(|e| format!("--config: {e}"))?;
+        cmd.arg("-x")
+            .arg(format!("MIRRORCL_CONFIG={}", c.display()));
+    }
+    if let Some(out) = &o.output {
+        cmd.arg("-x").arg(format!("MIRRORCL_OUTPUT={out}"));
+    }
+    let mut passed: Vec<String> = std::env::vars()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with("MIRRORCL_") || k.starts_with("POCL_"))
+        .filter(|k| {
+            !matches!(
+                k.as_str(),
+                "MIRRORCL_LIB" | "MIRRORCL_CONFIG" | "MIRRORCL_OUTPUT"
+            )
+        })
+        .collect();
+    passed.sort();
+    for k in passed {
+        cmd.arg("-x").arg(k);
+    }
+    if is_root() {
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    cmd.args(program);
+    Ok(cmd)
+}
+
+fn show(cmd: &Command) -> String {
+    let mut parts = vec![cmd.get_program().to_string_lossy().into_owned()];
+    parts.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
+    parts.join(" ")
+}
+
+fn run(o: Options) -> Result<ExitCode, String> {
+    let ranks = o.ranks.ok_or(format!("run: -n N is required\n{USAGE}"))?;
+    let Some(app) = o.program.first() else {
+        return Err(format!("run: no program after --\n{USAGE}"));
+    };
+    let app_path = Path::new(app);
+    if app_path.components().count() > 1 && !app_path.is_file() {
+        return Err(format!("{}: no such program", app_path.display()));
+    }
+    let mut cmd = mpirun_command(&o, ranks, &o.program)?;
+    if o.dry_run {
+        println!("{}", show(&cmd));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot start mpirun: {e}"))?;
+    Ok(ExitCode::from(
+        status.code().unwrap_or(1).clamp(0, 255) as u8
+    ))
+}
+
+fn devices(o: Options) -> Result<ExitCode, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
+    match o.ranks {
+        Some(ranks) => {
+            // The table comes from rank 0; the other ranks take part in the exchange.
+            let mut cmd = mpirun_command(&o, ranks, &[exe.into(), "__device-table".into()])?;
+            let status = cmd
+                .status()
+                .map_err(|e| format!("cannot start mpirun: {e}"))?;
+            Ok(ExitCode::from(
+                status.code().unwrap_or(1).clamp(0, 255) as u8
+            ))
+        }
+        None => {
+            if let Some(c) = &o.config {
+                std::env::set_var("MIRRORCL_CONFIG", c);
+            }
+            device_table()
+        }
+    }
+}
+
+fn device_table() -> Result<ExitCode, String> {
+    let p = mirrorcl_runtime::platform::platform();
+    if p.rank == 0 {
+        print!("{}", p.device_table());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One finding of `doctor`.
+struct Finding {
+    ok: bool,
+    what: String,
+    fix: String,
+}
+
+fn doctor(o: Options) -> Result<ExitCode, String> {
+    let mut found: Vec<Finding> = Vec::new();
+    let mut note = |ok: bool, what: String, fix: &str| {
+        found.push(Finding {
+            ok,
+            what,
+            fix: fix.to_string(),
+        })
+    };
+    let config = match Config::load() {
+        Ok(c) => {
+            note(true, "configuration: readable".into(), "");
+            c
+        }
+        Err(e) => {
+            note(
+                false,
+                format!("configuration: {e}"),
+                "fix the MIRRORCL_* variables or the MIRRORCL_CONFIG file",
+            );
+            Config::default()
+        }
+    };
+    // Vendor platforms: every .icd must name a loadable ICD with platforms and devices.
+    let icds = mirrorcl_runtime::vendor::icd_libraries(&config);
+    if icds.is_empty() {
+        note(
+            false,
+            format!("vendors: no .icd file in {}", config.devices.vendors),
+            "install a vendor OpenCL platform (Debian: apt-get install pocl-opencl-icd; NVIDIA: \
+             the driver's OpenCL package) or point MIRRORCL_VENDORS at its .icd files",
+        );
+    }
+    let marker = mirrorcl_runtime::platform::OWN_MARKER;
+    let mut devices_total = 0;
+    for (icd, lib) in &icds {
+        match mirrorcl_runtime::vendor::load_library(lib, marker) {
+            Ok(None) => note(
+                true,
+                format!(
+                    "vendor {}: MirrorCL itself (skipped when driving vendors)",
+                    icd.display()
+                ),
+                "",
+            ),
+            Ok(Some(platforms)) => {
+                for pl in platforms {
+                    let name = mirrorcl_runtime::vendor::platform_string(pl, CL_PLATFORM_NAME)
+                        .unwrap_or_default();
+                    let n = count_devices(pl);
+                    devices_total += n;
+                    note(
+                        n > 0,
+                        format!(
+                            "vendor {} ({lib}): platform \"{name}\", {n} device(s)",
+                            icd.display()
+                        ),
+                        "the platform loads but shows no device: check the driver (nvidia-smi) or \
+                         POCL_DEVICES",
+                    );
+                }
+            }
+            Err(why) => note(
+                false,
+                format!(
+                    "vendor {} names {lib:?}, which does not load: {why}",
+                    icd.display()
+                ),
+                "install the library it names, correct the path in the .icd file, or remove the \
+                 stale .icd file",
+            ),
+        }
+    }
+    if !icds.is_empty() && devices_total == 0 {
+        note(
+            false,
+            "vendors: no device at all".into(),
+            "MirrorCL needs at least one vendor device",
+        );
+    }
+    // The ICD loader, for programs linked against libOpenCL.
+    // SAFETY: dlopen with a valid C string; closed again at once.
+    let loader = unsafe {
+        libc::dlopen(
+            c"libOpenCL.so.1".as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_LOCAL,
+        )
+    };
+    if loader.is_null() {
+        note(
+            false,
+            "ICD loader: libOpenCL.so.1 not found".into(),
+            "install an ICD loader (Debian: apt-get install ocl-icd-libopencl1)",
+        );
+    } else {
+        note(true, "ICD loader: libOpenCL.so.1 loads".into(), "");
+    }
+    if let Some(v) = std::env::var_os("OCL_ICD_VENDORS") {
+        note(
+            true,
+            format!(
+                "ICD loader: OCL_ICD_VENDORS={} (the loader reads only that)",
+                v.to_string_lossy()
+            ),
+            "",
+        );
+    }
+    // The library to preload.
+    match find_lib(o.lib.as_deref()) {
+        Ok(lib) => {
+            let c = std::ffi::CString::new(lib.as_os_str().to_string_lossy().as_bytes())
+                .unwrap_or_default();
+            // SAFETY: dlopen with a valid C string.
+            let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+            // SAFETY: as above, on a live handle.
+            let marked = !h.is_null() && !unsafe { libc::dlsym(h, marker.as_ptr()) }.is_null();
+            note(
+                marked,
+                format!(
+                    "preload: {} {}",
+                    lib.display(),
+                    if marked {
+                        "loads"
+                    } else {
+                        "does not load as MirrorCL"
+                    }
+                ),
+                "rebuild it (cargo build --release -p mirrorcl) or pass --lib",
+            );
+        }
+        Err(e) => note(
+            false,
+            format!("preload: {e}"),
+            "build or install libmirrorcl.so",
+        ),
+    }
+    // MPI: the launcher and the thread level MirrorCL needs.
+    match on_path("mpirun") {
+        Some(p) => {
+            let version = Command::new(&p)
+                .arg("--version")
+                .output()
+                .ok()
+                .and_then(|o| String::from_utf8(o.stdout).ok())
+                .and_then(|s| s.lines().next().map(str::to_string))
+                .unwrap_or_default();
+            note(true, format!("MPI: {} ({version})", p.display()), "");
+        }
+        None => note(
+            false,
+            "MPI: mpirun not found on PATH".into(),
+            "install OpenMPI (Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev)",
+        ),
+    }
+    if std::env::var_os("MIRRORCL_DOCTOR_SKIP_MPI").is_none() {
+        match mpi::initialize_with_threading(mpi::Threading::Multiple) {
+            Some((universe, level)) => {
+                note(
+                    level == mpi::Threading::Multiple,
+                    format!("MPI: thread level {level:?}"),
+                    "MirrorCL needs MPI_THREAD_MULTIPLE: use an MPI built with thread support \
+                     (OpenMPI 4 has it)",
+                );
+                drop(universe);
+            }
+            None => note(true, "MPI: already initialised".into(), ""),
+        }
+    }
+    let problems = found.iter().filter(|f| !f.ok).count();
+    for f in &found {
+        if f.ok {
+            println!("ok       {}", f.what);
+        } else {
+            println!("PROBLEM  {}\n         fix: {}", f.what, f.fix);
+        }
+    }
+    if problems == 0 {
+        println!("mirrorcl doctor: this machine is ready");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("mirrorcl doctor: {problems} problem(s)");
+        Ok(ExitCode::from(1))
+    }
+}
+
+fn count_devices(platform: mirrorcl_runtime::vendor::V) -> u32 {
+    let Ok(get) = mirrorcl_runtime::vfn!(platform.0, clGetDeviceIDs) else {
+        return 0;
+    };
+    let mut n: cl_uint = 0;
+    // SAFETY: counting query on a live vendor platform.
+    let rc = unsafe {
+        get(
+            platform.0,
+            CL_DEVICE_TYPE_ALL,
+            0,
+            std::ptr::null_mut(),
+            &mut n,
+        )
+    };
+    if rc == CL_SUCCESS {
+        n
+    } else {
+        0
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let Some(command) = args.first().and_then(|a| a.to_str()).map(str::to_string) else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let result = match command.as_str() {
+        "__device-table" => device_table(),
+        "run" | "devices" | "doctor" => match parse(&args[1..]) {
+            Ok(o) => match command.as_str() {
+                "run" => run(o),
+                "devices" => devices(o),
+                _ => doctor(o),
+            },
+            Err(e) => Err(e),
+        },
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        other => Err(format!("unknown command {other:?}\n{USAGE}")),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mirrorcl: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
