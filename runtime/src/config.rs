@@ -66,6 +66,9 @@ pub struct RuntimeSettings {
     pub variant: Variant,
     /// `MIRRORCL_STATS`: empty for none, `1` for a table at exit, else a JSON file path.
     pub stats: String,
+    /// Compare what every replica feeds the runtime at synchronisation points
+    /// (`MIRRORCL_VERIFY=1`).
+    pub verify: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -107,6 +110,7 @@ impl Default for RuntimeSettings {
             show_devices: false,
             variant: Variant::Full,
             stats: String::new(),
+            verify: false,
         }
     }
 }
@@ -175,6 +179,9 @@ impl Config {
                     ))
                 }
             };
+        }
+        if let Some(v) = env("MIRRORCL_VERIFY") {
+            config.runtime.verify = matches!(v.as_str(), "1" | "true" | "yes");
         }
         if let Some(v) = env("MIRRORCL_STATS") {
             config.runtime.stats = v;

@@ -64,6 +64,18 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let ctx = queue.context.clone();
     let device = queue.device.clone();
     add(&COUNTERS.commands_created, 1);
+    if crate::verify::enabled() {
+        let mut what = Vec::with_capacity(cmd.accesses.len() * 25);
+        for (b, r, mode) in &cmd.accesses {
+            let root = b.root_range(r.start, r.len());
+            what.extend_from_slice(&b.id.to_le_bytes());
+            what.extend_from_slice(&root.start.to_le_bytes());
+            what.extend_from_slice(&root.end.to_le_bytes());
+            what.push(*mode as u8);
+        }
+        what.extend_from_slice(&device.index.to_le_bytes());
+        crate::verify::note(command_name(cmd.command_type), &[&what]);
+    }
     if left_out(&cmd) {
         // Nothing here depends on it and nothing here must track it: not enqueued. Its
         // event still keeps the meaning of its wait list.
@@ -774,6 +786,7 @@ pub fn wait_ptr(waits: &[cl_event]) -> *const cl_event {
 /// `CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST` (OpenCL 1.2 §5.2.2).
 pub fn finish_blocking(event: &Arc<Event>, blocking: bool) -> ClResult<()> {
     if blocking {
+        crate::verify::check(command_name(event.command_type));
         let status = event.wait();
         // Commands before it in the queue are done too: record it.
         if let Some(q) = event.queue() {
@@ -877,6 +890,11 @@ pub fn rw_buffer(
     wait_list: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
     let m = device_instance(queue, buffer)?;
+    if write && crate::verify::enabled() {
+        // SAFETY: the application passed `size` readable bytes at `ptr` (validated).
+        let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, size) };
+        crate::verify::note("clEnqueueWriteBuffer (data)", &[data]);
+    }
     let ptr = ptr as usize;
     let event = submit(
         Command {

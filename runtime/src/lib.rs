@@ -22,6 +22,7 @@ pub mod queue;
 pub mod remote;
 pub mod replica;
 pub mod stats;
+pub mod verify;
 pub mod wire;
 
 pub use opencl_sys as cl;

@@ -87,6 +87,18 @@ impl Buffer {
         size: usize,
         host_ptr: *mut c_void,
     ) -> ClResult<Arc<Buffer>> {
+        if crate::verify::enabled() {
+            let data: &[u8] = if flags & (CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR) != 0 {
+                // SAFETY: the application guarantees `size` readable bytes at host_ptr.
+                unsafe { std::slice::from_raw_parts(host_ptr as *const u8, size) }
+            } else {
+                &[]
+            };
+            crate::verify::note(
+                "clCreateBuffer",
+                &[&flags.to_le_bytes(), &size.to_le_bytes(), data],
+            );
+        }
         let (host, initial) = if flags & CL_MEM_USE_HOST_PTR != 0 {
             let h = HostCopy {
                 ptr: host_ptr as *mut u8,

@@ -911,6 +911,8 @@ pub const CLUSTER_PROGRAMS: &[&str] = &[
     "cluster_attach",
     "cluster_alltoall",
     "cluster_replica",
+    "cluster_diverge",
+    "cluster_crash",
 ];
 
 #[cfg(test)]

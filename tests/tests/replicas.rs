@@ -83,3 +83,68 @@ fn hybrid_program_seeding_before_mpi_init() {
         assert!(out.passed(), "{}", out.report());
     }
 }
+
+/// `MIRRORCL_VERIFY=1`: rank-dependent input is caught at the next synchronisation
+/// point, every rank names the first call that differs and the job ends.
+#[test]
+fn verify_catches_a_divergent_program() {
+    let out = run_cluster("cluster_diverge", 3, 1, &[("MIRRORCL_VERIFY", "1")])
+        .expect("run cluster_diverge");
+    assert!(
+        out.status.is_some_and(|s| !s.success()),
+        "the job must fail\n{}",
+        out.report()
+    );
+    let stderr = out.all_stderr();
+    for needle in [
+        "the replicas diverged (MIRRORCL_VERIFY)",
+        "call #6 clEnqueueWriteBuffer (data)",
+        "ranks [1]",
+        "ranks [2]",
+    ] {
+        assert!(
+            stderr.contains(needle),
+            "missing {needle:?}\n{}",
+            out.report()
+        );
+    }
+}
+
+/// Replicas that agree pass with verification on (the clock-seeded program included:
+/// MirrorCL gave every rank rank 0's seed).
+#[test]
+fn verify_passes_consistent_programs() {
+    for prog in ["cluster_replica", "cluster_stencil", "cluster_turns"] {
+        check_cluster(prog, 3, 1, &[("MIRRORCL_VERIFY", "1")]);
+    }
+}
+
+/// A rank that dies mid-run (SIGKILL, with work the others wait for on its device) ends
+/// the whole job well within the wait deadline, with a message naming it and a non-zero
+/// status: nobody hangs.
+#[test]
+fn a_dead_rank_ends_the_job() {
+    let out = run_cluster(
+        "cluster_crash",
+        3,
+        1,
+        &[("CRASH_RANK", "2"), ("MIRRORCL_WAIT_TIMEOUT", "30")],
+    )
+    .expect("run cluster_crash");
+    assert!(
+        out.status.is_some_and(|s| !s.success()),
+        "the job must fail\n{}",
+        out.report()
+    );
+    assert!(
+        out.elapsed.as_secs() < 30,
+        "ended after {:?}\n{}",
+        out.elapsed,
+        out.report()
+    );
+    assert!(
+        out.mpirun_output.contains("rank 2") && out.mpirun_output.contains("signal 9"),
+        "the message names the dead rank\n{}",
+        out.report()
+    );
+}

@@ -304,6 +304,8 @@ pub unsafe extern "C" fn clFlush(queue: cl_command_queue) -> cl_int {
 pub unsafe extern "C" fn clFinish(queue: cl_command_queue) -> cl_int {
     entry(|| {
         platform();
-        Queue::from_handle(queue)?.finish()
+        let q = Queue::from_handle(queue)?;
+        mirrorcl_runtime::verify::check("clFinish");
+        q.finish()
     })
 }

@@ -30,6 +30,7 @@ pub unsafe extern "C" fn clWaitForEvents(
         {
             return Err(CL_INVALID_CONTEXT);
         }
+        mirrorcl_runtime::verify::check("clWaitForEvents");
         event::wait_all(&events)
     })
 }

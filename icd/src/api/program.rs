@@ -562,6 +562,18 @@ pub unsafe extern "C" fn clSetKernelArg(
                 }
             }
         };
+        if mirrorcl_runtime::verify::enabled() {
+            let what: Vec<u8> = match &value {
+                ArgValue::Mem(Some(b)) => b.id.to_le_bytes().to_vec(),
+                ArgValue::Mem(None) => Vec::new(),
+                ArgValue::Local(n) => n.to_le_bytes().to_vec(),
+                ArgValue::Bytes(b) => b.clone(),
+            };
+            mirrorcl_runtime::verify::note(
+                "clSetKernelArg",
+                &[k.name.as_bytes(), &arg_index.to_le_bytes(), &what],
+            );
+        }
         k.args.lock()[arg_index as usize] = Some(value);
         Ok(())
     })

@@ -1,0 +1,40 @@
+/*
+ * cluster_diverge.c - a deliberately divergent program: its input depends on the
+ * MPI rank it runs as (read from the launcher's environment), so the replicas of it
+ * feed MirrorCL different bytes at the third clEnqueueWriteBuffer. With
+ * MIRRORCL_VERIFY=1 every rank must stop at the next synchronisation point with a
+ * report naming that call and the ranks that disagree. Without it, the program
+ * computes on inconsistent data (and may pass or fail its own check).
+ */
+#include "check.h"
+
+#define N 1024u
+
+int main(void)
+{
+    ct_init("cluster_diverge");
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    uint32_t rank = r ? (uint32_t)atoi(r) : 0;
+    cl_platform_id platform = ct_platform();
+    cl_device_id devs[CT_MAX_DEVICES];
+    cl_uint ndev = ct_devices(platform, devs);
+    cl_context ctx = ct_context(platform, ndev, devs);
+    cl_command_queue q = ct_queue(ctx, devs[ndev - 1], 0);
+    uint32_t *data = malloc(N * 4), *got = malloc(N * 4);
+    cl_mem b;
+    CREATE(b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * 4, NULL, &E));
+    for (int w = 0; w < 4; w++) {
+        for (uint32_t i = 0; i < N; i++)
+            data[i] = i * 3u + (uint32_t)w + (w == 2 ? rank * 1000u : 0u);
+        MUST(clEnqueueWriteBuffer(q, b, CL_TRUE, 0, N * 4, data, 0, NULL, NULL));
+    }
+    MUST(clFinish(q));
+    MUST(clEnqueueReadBuffer(q, b, CL_TRUE, 0, N * 4, got, 0, NULL, NULL));
+    CHECK_MEM(got, data, N, 4, "last write read back");
+    MUST(clReleaseMemObject(b));
+    MUST(clReleaseCommandQueue(q));
+    MUST(clReleaseContext(ctx));
+    free(data);
+    free(got);
+    return ct_finish();
+}
