@@ -86,6 +86,11 @@ pub fn at_load() {
         return;
     };
     LAUNCH_RANK.store(rank, Ordering::Relaxed);
+    // A panic inside MirrorCL (caught at the C boundary) must be seen on every rank,
+    // whatever became of the program's standard error.
+    std::panic::set_hook(Box::new(move |info| {
+        diag(&format!("MirrorCL: rank {rank}: internal error: {info}\n"));
+    }));
     match output_mode() {
         Output::Raw => {}
         Output::Root if rank == 0 => {}

@@ -1,0 +1,211 @@
+/*
+ * binomialoption.c - AMD APP SDK BinomialOption as a multi-device OpenCL
+ * application (SnuCL-D thesis, Table IV.5: "BinomialOption, AMD SDK, 1M samples").
+ *
+ * The AMD sample's kernel unchanged in substance: a work-group of NUM_STEPS + 1
+ * work-items prices one float4 of options (four options, one per component) on a
+ * binomial lattice of NUM_STEPS steps held in local memory, stepping back two
+ * levels per iteration (ping-pong between callA and callB).  The option
+ * parameters are derived from one random float4 per work-group (randArray), as in
+ * the sample.  The samples are split into contiguous slices, one per device, each
+ * with its own randArray and output buffers (attached to the device).
+ *
+ * Float.  The CPU reference walks the same lattice with the same float formulas
+ * (expf/sqrtf).  The risk-neutral probability pu = (r - d) / (u - d) divides two
+ * small differences of numbers close to 1, so a one-ulp difference of exp() on
+ * the device turns into a relative error of ~1e-5 in pu, which 254 steps carry into
+ * the price; prices are therefore compared with |got - ref| <= 1e-3 * max(|ref|,
+ * 0.01 * spot).  A wrong or missing option is off by far more.
+ *
+ * Environment: APP_SIZE options (multiple of 4; default 64K; tests: 4K), BO_STEPS lattice
+ * steps (even, default 254 as in the sample; lowered to fit the devices' largest
+ * work-group), APP_REPS.
+ */
+#include "app.h"
+
+static const char *kSrc =
+    "#define RISKFREE 0.02f\n"
+    "#define VOLATILITY 0.30f\n"
+    "__kernel void binomial_options(int numSteps, const __global float4 *randArray,\n"
+    "                               __global float4 *output, __local float4 *callA,\n"
+    "                               __local float4 *callB)\n"
+    "{\n"
+    "    unsigned int tid = get_local_id(0);\n"
+    "    unsigned int bid = get_group_id(0);\n"
+    "    float4 inRand = randArray[bid];\n"
+    "    float4 s = (1.0f - inRand) * 5.0f + inRand * 30.f;\n"
+    "    float4 x = (1.0f - inRand) * 1.0f + inRand * 100.f;\n"
+    "    float4 optionYears = (1.0f - inRand) * 0.25f + inRand * 10.f;\n"
+    "    float4 dt = optionYears * (1.0f / (float)numSteps);\n"
+    "    float4 vsdt = VOLATILITY * sqrt(dt);\n"
+    "    float4 rdt = RISKFREE * dt;\n"
+    "    float4 r = exp(rdt);\n"
+    "    float4 rInv = 1.0f / r;\n"
+    "    float4 u = exp(vsdt);\n"
+    "    float4 d = 1.0f / u;\n"
+    "    float4 pu = (r - d) / (u - d);\n"
+    "    float4 pd = 1.0f - pu;\n"
+    "    float4 puByr = pu * rInv;\n"
+    "    float4 pdByr = pd * rInv;\n"
+    "    float4 profit = s * exp(vsdt * (2.0f * tid - (float)numSteps)) - x;\n"
+    "    callA[tid].x = profit.x > 0 ? profit.x : 0.0f;\n"
+    "    callA[tid].y = profit.y > 0 ? profit.y : 0.0f;\n"
+    "    callA[tid].z = profit.z > 0 ? profit.z : 0.0f;\n"
+    "    callA[tid].w = profit.w > 0 ? profit.w : 0.0f;\n"
+    "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    for (int j = numSteps; j > 0; j -= 2) {\n"
+    "        if (tid < j)\n"
+    "            callB[tid] = puByr * callA[tid] + pdByr * callA[tid + 1];\n"
+    "        barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "        if (tid < j - 1)\n"
+    "            callA[tid] = puByr * callB[tid] + pdByr * callB[tid + 1];\n"
+    "        barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    }\n"
+    "    if (tid == 0)\n"
+    "        output[bid] = callA[0];\n"
+    "}\n";
+
+#define RISKFREE 0.02f
+#define VOLATILITY 0.30f
+
+/* CPU reference of one option (one component of a sample). */
+static float binomial_ref(float inRand, int numSteps, float *call)
+{
+    float s = (1.0f - inRand) * 5.0f + inRand * 30.f;
+    float x = (1.0f - inRand) * 1.0f + inRand * 100.f;
+    float optionYears = (1.0f - inRand) * 0.25f + inRand * 10.f;
+    float dt = optionYears * (1.0f / (float)numSteps);
+    float vsdt = VOLATILITY * sqrtf(dt);
+    float rdt = RISKFREE * dt;
+    float r = expf(rdt);
+    float rInv = 1.0f / r;
+    float u = expf(vsdt);
+    float d = 1.0f / u;
+    float pu = (r - d) / (u - d);
+    float pd = 1.0f - pu;
+    float puByr = pu * rInv, pdByr = pd * rInv;
+    for (int i = 0; i <= numSteps; i++) {
+        float profit = s * expf(vsdt * (2.0f * (float)i - (float)numSteps)) - x;
+        call[i] = profit > 0 ? profit : 0.0f;
+    }
+    for (int j = numSteps; j > 0; j--)
+        for (int i = 0; i < j; i++)
+            call[i] = puByr * call[i] + pdByr * call[i + 1];
+    return call[0];
+}
+
+typedef struct {
+    const float *rnd;
+    float *out;
+    int steps;
+} ref_ctx_t;
+
+static void ref_range(void *p, size_t b, size_t e)
+{
+    ref_ctx_t *c = (ref_ctx_t *)p;
+    float *call = app_malloc((size_t)(c->steps + 1) * sizeof(float));
+    for (size_t i = b; i < e; i++)
+        c->out[i] = binomial_ref(c->rnd[i], c->steps, call);
+    free(call);
+}
+
+int main(void)
+{
+    app_t app;
+    app_init(&app, "binomialoption");
+    size_t n = (size_t)app_env_ull("APP_SIZE", 64u << 10);
+    int steps = (int)app_env_ull("BO_STEPS", 254);
+    if (n % 4 || n == 0)
+        ct_die("APP_SIZE (options) must be a positive multiple of 4");
+    cl_uint ndev = app.ndev;
+
+    cl_program prog = ct_build(app.ctx, kSrc, NULL);
+    cl_kernel k = ct_kernel(prog, "binomial_options");
+    size_t maxwg = app_min_kernel_wg(&app, k);
+    if ((size_t)steps + 1 > maxwg)
+        steps = (int)(maxwg - 1);
+    steps &= ~1;
+    if (steps < 2)
+        ct_die("BO_STEPS must be an even number >= 2");
+    size_t samples = n / 4, wg = (size_t)steps + 1;
+    printf("  %zu options (%zu float4 samples), %d steps, work-group %zu\n", n, samples, steps, wg);
+
+    float *rnd = app_malloc(n * sizeof(float)), *out = app_malloc(n * sizeof(float));
+    float *ref = app_malloc(n * sizeof(float)), *mag = app_malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        rnd[i] = app_unif(11, i);
+        mag[i] = 0.01f * ((1.0f - rnd[i]) * 5.0f + rnd[i] * 30.f); /* 1% of the spot price */
+    }
+
+    size_t first[CT_MAX_DEVICES], cnt[CT_MAX_DEVICES];
+    cl_mem bin[CT_MAX_DEVICES], bout[CT_MAX_DEVICES];
+    for (cl_uint d = 0; d < ndev; d++) {
+        app_split(samples, ndev, d, &first[d], &cnt[d]);
+        bin[d] = app_buffer(&app, d, CL_MEM_READ_ONLY, cnt[d] * 4 * sizeof(float));
+        bout[d] = app_buffer(&app, d, CL_MEM_WRITE_ONLY, cnt[d] * 4 * sizeof(float));
+    }
+    MUST(clSetKernelArg(k, 3, wg * 4 * sizeof(float), NULL));
+    MUST(clSetKernelArg(k, 4, wg * 4 * sizeof(float), NULL));
+    if (app.warmup) {
+        int nosteps = 0; /* no lattice steps: the launch only computes the leaves */
+        MUST(clSetKernelArg(k, 0, sizeof(int), &nosteps));
+        for (cl_uint d = 0; d < ndev; d++) {
+            size_t g = cnt[d] * wg;
+            MUST(clSetKernelArg(k, 1, sizeof(cl_mem), &bin[d]));
+            MUST(clSetKernelArg(k, 2, sizeof(cl_mem), &bout[d]));
+            MUST(clEnqueueNDRangeKernel(app.q[d], k, 1, NULL, &g, &wg, 0, NULL, NULL));
+        }
+        app_finish_all(&app);
+    }
+    MUST(clSetKernelArg(k, 0, sizeof(int), &steps));
+
+    app_times_t t, best = {0};
+    for (int rep = 0; rep < app.reps; rep++) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = NAN;
+        app_t_begin(&t);
+        app_t_mark(&t);
+        for (cl_uint d = 0; d < ndev; d++)
+            MUST(clEnqueueWriteBuffer(app.q[d], bin[d], CL_FALSE, 0, cnt[d] * 4 * sizeof(float), rnd + first[d] * 4,
+                                      0, NULL, NULL));
+        app_finish_all(&app);
+        app_t_transfer(&t);
+
+        app_t_mark(&t);
+        for (cl_uint d = 0; d < ndev; d++) {
+            size_t g = cnt[d] * wg;
+            MUST(clSetKernelArg(k, 1, sizeof(cl_mem), &bin[d]));
+            MUST(clSetKernelArg(k, 2, sizeof(cl_mem), &bout[d]));
+            MUST(clEnqueueNDRangeKernel(app.q[d], k, 1, NULL, &g, &wg, 0, NULL, NULL));
+        }
+        app_finish_all(&app);
+        app_t_kernel(&t);
+
+        app_t_mark(&t);
+        for (cl_uint d = 0; d < ndev; d++)
+            MUST(clEnqueueReadBuffer(app.q[d], bout[d], CL_FALSE, 0, cnt[d] * 4 * sizeof(float), out + first[d] * 4,
+                                     0, NULL, NULL));
+        app_finish_all(&app);
+        app_t_transfer(&t);
+        app_t_end(&t);
+        app_t_keep_best(&best, &t, rep);
+    }
+
+    ref_ctx_t rc = {rnd, ref, steps};
+    app_parallel_for(n, ref_range, &rc);
+    APP_CHECK_FLOAT(out, ref, mag, 0.0, n, 1e-3, "option prices");
+    app_report(&app, n, &best);
+
+    for (cl_uint d = 0; d < ndev; d++) {
+        MUST(clReleaseMemObject(bin[d]));
+        MUST(clReleaseMemObject(bout[d]));
+    }
+    MUST(clReleaseKernel(k));
+    MUST(clReleaseProgram(prog));
+    app_release(&app);
+    free(rnd);
+    free(out);
+    free(ref);
+    free(mag);
+    return ct_finish();
+}
