@@ -156,6 +156,21 @@ fn unique_suffix() -> String {
     )
 }
 
+/// The benchmark applications (`benches/apps/<name>.c`), built like the test programs.
+pub fn apps_dir() -> PathBuf {
+    workspace_root().join("benches").join("apps")
+}
+
+/// The source of `prog`: a test program in `tests/c`, else a benchmark application.
+pub fn source_of(prog: &str) -> PathBuf {
+    let test = c_dir().join(format!("{prog}.c"));
+    if test.is_file() {
+        test
+    } else {
+        apps_dir().join(format!("{prog}.c"))
+    }
+}
+
 /// The compiler command line (without `-o`) for `prog` in `way`.
 fn compile_args(prog: &str, way: Way) -> Result<Vec<OsString>, String> {
     let c = c_dir();
@@ -166,7 +181,7 @@ fn compile_args(prog: &str, way: Way) -> Result<Vec<OsString>, String> {
         "-pthread".into(),
         "-I".into(),
         c.clone().into(),
-        c.join(format!("{prog}.c")).into(),
+        source_of(prog).into(),
     ];
     match way {
         Way::Native | Way::Preload | Way::Loader | Way::Mpi => args.push("-lOpenCL".into()),
@@ -214,12 +229,16 @@ pub fn compile(prog: &str, way: Way) -> Result<PathBuf, String> {
     let lock = binary_lock(&bin);
     let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
 
-    let src = c_dir().join(format!("{prog}.c"));
+    let src = source_of(prog);
     let hdr = c_dir().join("check.h");
     if !src.is_file() {
         return Err(format!("no such C program: {}", src.display()));
     }
-    let newest_src = [mtime(&src), mtime(&hdr)].into_iter().flatten().max();
+    let app_hdr = apps_dir().join("app.h");
+    let newest_src = [mtime(&src), mtime(&hdr), mtime(&app_hdr)]
+        .into_iter()
+        .flatten()
+        .max();
     let fresh = match (mtime(&bin), newest_src) {
         (Some(b), Some(s)) => b >= s,
         _ => false,
