@@ -9,10 +9,10 @@
 //!   first OpenCL call escapes. MirrorCL's own reports still reach every rank's standard
 //!   error (`diag`).
 //! - **Files** (`MIRRORCL_FILES`): `root` (default): a file opened for writing with
-//!   `fopen` is written by rank 0 only; the other ranks write to `/dev/null`. Paths under
-//!   `/tmp`, `$TMPDIR`, the caches (`~/.cache`, `$XDG_CACHE_HOME`, `$POCL_CACHE_DIR`,
-//!   `~/.nv`) and `/dev`, `/proc`, `/sys`, `/run` are written by every rank: vendors
-//!   write files there that they read back. `all`: every rank writes everywhere.
+//!   `fopen` is written by rank 0 only; the other ranks write to `/dev/null`. Paths in
+//!   the caches (`~/.cache`, `$XDG_CACHE_HOME`, `$POCL_CACHE_DIR`, `$CUDA_CACHE_PATH`,
+//!   `~/.nv`) and under `/dev`, `/proc`, `/sys`, `/run` are written by every rank:
+//!   vendors write files there that they read back. `all`: every rank writes everywhere.
 //! - **Seeds**: `srand`, `srandom` and `srand48` take rank 0's seed on every rank, so a
 //!   program seeded from the clock or its pid still has identical replicas.
 
@@ -195,25 +195,19 @@ pub fn files_go_nowhere() -> bool {
     rank != u32::MAX && rank != 0 && std::env::var("MIRRORCL_FILES").as_deref() != Ok("all")
 }
 
-/// Where every rank keeps writing: devices and kernel interfaces, temporary directories,
-/// and caches, where vendors (PoCL's kernel cache, NVIDIA's compute cache) write the
-/// files they read back.
+/// Where every rank keeps writing: devices and kernel interfaces, and the caches where
+/// vendors (PoCL's kernel cache, NVIDIA's compute cache) write files they read back.
 fn everyone_writes(path: &[u8]) -> bool {
     static PREFIXES: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
     let prefixes = PREFIXES.get_or_init(|| {
-        let mut p: Vec<Vec<u8>> = ["/dev/", "/proc/", "/sys/", "/tmp/", "/var/tmp/", "/run/"]
+        let mut p: Vec<Vec<u8>> = ["/dev/", "/proc/", "/sys/", "/run/"]
             .iter()
             .map(|s| s.as_bytes().to_vec())
             .collect();
         let env_dir = |v: &str| std::env::var(v).ok().filter(|d| d.starts_with('/'));
-        for dir in [
-            "TMPDIR",
-            "XDG_CACHE_HOME",
-            "POCL_CACHE_DIR",
-            "CUDA_CACHE_PATH",
-        ]
-        .iter()
-        .filter_map(|v| env_dir(v))
+        for dir in ["XDG_CACHE_HOME", "POCL_CACHE_DIR", "CUDA_CACHE_PATH"]
+            .iter()
+            .filter_map(|v| env_dir(v))
         {
             p.push(format!("{}/", dir.trim_end_matches('/')).into_bytes());
         }
