@@ -17,5 +17,9 @@ for src in tests/c/*.c; do
     cc -O2 -std=c11 -pthread -o "$out/bin/$name" "$src" -lOpenCL -lm
   fi
 done
+for src in benches/apps/*.c; do
+  cc -O2 -std=c11 -pthread -Itests/c -o "$out/bin/$(basename "$src" .c)" "$src" -lOpenCL -lm
+done
+strip --strip-debug -o "$out/bin/mirrorcl" target/release/mirrorcl
 cp tests/gpu/run-on-gpu.sh tests/gpu/run-cluster-on-gpu.sh "$out/"
 du -sh "$out"

@@ -52,6 +52,18 @@ for v in decentralization attach full; do
   grep -h "commands_\|bytes_sent\|scheduling_ns" "$out/cluster_alltoall.$v"/*/rank.0/stderr
   run "$v" "$ranks" cluster_stencil -x MIRRORCL_PLATFORMS=NVIDIA -x MIRRORCL_VARIANT=$v -x CLUSTER_ATTACH=1
 done
+echo "== replicas: clock-seeded program, one copy of the output (mirrorcl run), divergence caught"
+"$gpu/bin/mirrorcl" doctor --lib "$lib" || true
+MIRRORCL_PLATFORMS=NVIDIA POCL_KERNEL_CACHE=0 REPLICA_FILE="$out/replica.txt" \
+  "$gpu/bin/mirrorcl" run -n "$ranks" --lib "$lib" -- "$gpu/bin/cluster_replica"
+echo "lines in the file the program appended to: $(wc -l < "$out/replica.txt")"
+MIRRORCL_PLATFORMS=NVIDIA MIRRORCL_VERIFY=1 timeout 120 "$gpu/bin/mirrorcl" run -n "$ranks" --lib "$lib" \
+  -- "$gpu/bin/cluster_diverge" 2>&1 | grep -m3 "diverged\|ranks \["
+echo "== applications (benches/apps), $ranks ranks, one GPU each"
+for app in blackscholes binomialoption cp nbody matrixmul ep; do
+  run gpu "$ranks" "$app" -x MIRRORCL_PLATFORMS=NVIDIA
+  grep -h "^TIME" "$out/$app.gpu"/*/rank.0/stdout
+done
 echo "== test programs: $ranks ranks, each with its GPU and its own PoCL CPU device"
 for prog in ${CPU_GPU_PROGRAMS:-cluster_vecadd cluster_turns cluster_stencil cluster_control vecadd_multi buffers}; do
   run cpu_gpu "$((ranks * 2))" "$prog" -x MIRRORCL_PLATFORMS=
