@@ -416,6 +416,28 @@ static void test_build_and_args(void)
     CHECK(clSetKernelArg(k, 0, sizeof b - 1, &b), CL_INVALID_ARG_SIZE);
     MUST(clReleaseMemObject(b));
     MUST(clReleaseKernel(k));
+    if (ct_mirrorcl()) { /* PoCL 3.1 asserts on this launch */
+        /* More __local memory than the device has: CL_OUT_OF_RESOURCES at the launch. */
+        const char *ls = "__kernel void loc(__global uint *o, __local uint *l)\n"
+                         "{ l[get_local_id(0)] = 1u; barrier(CLK_LOCAL_MEM_FENCE); o[get_global_id(0)] = l[0]; }\n";
+        cl_program lp = ct_build(ctx, ls, NULL);
+        cl_kernel lk = ct_kernel(lp, "loc");
+        cl_mem o;
+        CREATE(o = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * 4, NULL, &E));
+        MUST(clSetKernelArg(lk, 0, sizeof o, &o));
+        size_t g = 64, l = 1;
+        for (cl_uint d = 0; d < ndev; d++) {
+            cl_ulong have = ct_device_ulong(devs[d], CL_DEVICE_LOCAL_MEM_SIZE);
+            MUST(clSetKernelArg(lk, 1, (size_t)have + 4096, NULL));
+            CHECK(clEnqueueNDRangeKernel(qs[d], lk, 1, NULL, &g, &l, 0, NULL, NULL), CL_OUT_OF_RESOURCES);
+            MUST(clSetKernelArg(lk, 1, 64, NULL));
+            MUST(clEnqueueNDRangeKernel(qs[d], lk, 1, NULL, &g, &l, 0, NULL, NULL));
+            MUST(clFinish(qs[d]));
+        }
+        MUST(clReleaseMemObject(o));
+        MUST(clReleaseKernel(lk));
+        MUST(clReleaseProgram(lp));
+    }
 }
 
 static void test_images(void)

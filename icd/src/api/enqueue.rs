@@ -609,6 +609,15 @@ fn ndrange(
         .cloned()
         .collect::<Option<Vec<_>>>()
         .ok_or(CL_INVALID_KERNEL_ARGS)?;
+    // CL_OUT_OF_RESOURCES: the local memory the launch needs (the kernel's own and its
+    // __local arguments) exceeds the device's. Checked here, the same on every rank:
+    // PoCL 3.1 asserts instead, and on another rank's device the vendor is not asked.
+    if let Some(need) = k.local_mem_size(&q.device) {
+        let have: cl_ulong = q.device.info_value(CL_DEVICE_LOCAL_MEM_SIZE);
+        if have > 0 && need > have {
+            return Err(CL_OUT_OF_RESOURCES);
+        }
+    }
     let ev = rt::ndrange(
         &q,
         &k,
