@@ -19,7 +19,7 @@ use crate::ClResult;
 use mirrorcl_scheduler::{Access, Location, Mode, Step};
 use std::ffi::c_void;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A vendor command: given the vendor queue, the vendor wait list and where to put the
 /// vendor event (NULL: none wanted), enqueue. Runs on the issuer thread.
@@ -64,6 +64,7 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let ctx = queue.context.clone();
     let device = queue.device.clone();
     add(&COUNTERS.commands_created, 1);
+    let index = COMMAND_INDEX.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
     if crate::verify::enabled() {
         let mut what = Vec::with_capacity(cmd.accesses.len() * 25);
         for (b, r, mode) in &cmd.accesses {
@@ -81,6 +82,7 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         // event still keeps the meaning of its wait list.
         add(&COUNTERS.commands_not_enqueued, 1);
         let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, new_stream());
+        event.set_owner(device.owner);
         event.complete_after(cmd.wait_list);
         return Ok(event);
     }
@@ -107,6 +109,19 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     if let Some(a) = accesses.first() {
         event.set_subject(a.buffer);
     }
+    if !cmd.at_host {
+        event.set_owner(device.owner);
+    }
+    let work = match work {
+        Work::Vendor(_) if device.local && injected_failure(index).is_some() => {
+            let rc = injected_failure(index).expect("checked");
+            Work::Vendor(Box::new(move |_, _, _| Err(rc)))
+        }
+        w => w,
+    };
+    // The application's wait list comes first: only its failures fail the command; what
+    // MirrorCL adds after it only orders it.
+    let failing = cmd.wait_list.len();
     let mut deps = cmd.wait_list;
     // The scheduler lock is held until the command reaches its issuer, so every issuer
     // receives commands in schedule order.
@@ -147,7 +162,7 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
                 vctx,
                 queue.vqueue,
                 event.clone(),
-                deps,
+                Deps { all: deps, failing },
                 f,
                 Some(queue.clone()),
                 cmd_blocking,
@@ -160,20 +175,15 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             let vctx = ctx.vendor_context(&device).vctx;
             let read = Event::new(ctx.clone(), None, cmd.command_type, queue.stream);
             event.set_outlives_vendor();
-            remote::send_when_done(
-                &read,
-                event.clone(),
-                remote::other_ranks(),
-                span,
-                what(),
-                None,
-            );
+            let data_peers = remote::other_ranks();
+            let status_peers = remote::other_ranks();
+            remote::send_read(&read, event.clone(), data_peers, status_peers, span, what());
             issue(
                 &device,
                 vctx,
                 queue.vqueue,
                 read,
-                deps,
+                Deps { all: deps, failing },
                 f,
                 Some(queue.clone()),
                 cmd_blocking,
@@ -181,8 +191,8 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             None
         }
         (Work::Vendor(_), false, Some(span)) => {
-            let tag = node.tag_with(device.owner);
-            remote::receive_after(deps, event.clone(), device.owner, tag, span, what(), None);
+            let tags = (node.tag_with(device.owner), node.tag_with(device.owner));
+            remote::receive_read(deps, event.clone(), device.owner, tags, span, what());
             None
         }
         // Another rank's command, or one on the host copy: bookkeeping here.
@@ -191,10 +201,26 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     drop(sched);
     // Completions run callbacks (the application's among them): never under the lock.
     if let Some(deps) = host_work {
-        event.complete_after(deps);
+        event.complete_after_ordered(deps, failing);
     }
     queue.prune();
     Ok(event)
+}
+
+/// Every command's number in enqueue order, the same on every rank.
+static COMMAND_INDEX: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// `MIRRORCL_INJECT_FAILURE=N:CODE`: the vendor "fails" command number N (counted from 1
+/// in enqueue order) with CODE on the rank that runs it, as a vendor would fail a kernel
+/// or an allocation. For testing how failures reach every rank; off unless set.
+fn injected_failure(index: u64) -> Option<cl_int> {
+    static PLAN: OnceLock<Option<(u64, cl_int)>> = OnceLock::new();
+    let plan = PLAN.get_or_init(|| {
+        let v = std::env::var("MIRRORCL_INJECT_FAILURE").ok()?;
+        let (n, code) = v.split_once(':')?;
+        Some((n.trim().parse().ok()?, code.trim().parse().ok()?))
+    });
+    plan.filter(|(n, _)| *n == index).map(|(_, code)| code)
 }
 
 /// The queueing optimisation (thesis IV.6, Table IV.2, and further): a command is not
@@ -265,6 +291,14 @@ pub fn attach(buffer: &Arc<Buffer>, device: &Arc<Device>) -> ClResult<()> {
     Ok(())
 }
 
+/// What a command waits for: the application's wait list first (`failing` of them),
+/// whose failure fails the command, then what MirrorCL adds (conflicts, queue order),
+/// which only orders it: a command behind a failed one it did not ask to wait for runs.
+struct Deps {
+    all: Vec<Arc<Event>>,
+    failing: usize,
+}
+
 /// Sends a vendor command to `device`'s issuer.
 #[allow(clippy::too_many_arguments)]
 fn issue(
@@ -272,12 +306,13 @@ fn issue(
     vctx: V,
     vqueue: V,
     event: Arc<Event>,
-    deps: Vec<Arc<Event>>,
+    deps: Deps,
     f: VendorWork,
     keep_queue: Option<Arc<Queue>>,
     blocking: bool,
 ) {
     let stream = event.stream;
+    let Deps { all: deps, failing } = deps;
     let free = deps.iter().all(|d| d.is_done());
     let info = JobInfo {
         vqueue,
@@ -297,7 +332,7 @@ fn issue(
         // A failed dependency fails this command, first (before any bridge below lets
         // the vendor go on), whatever the vendor then does with it: vendors differ in
         // how they treat commands behind a failed event (PoCL 3.1 asserts or runs them).
-        for dep in deps.iter().filter(|d| !d.is_done()) {
+        for dep in deps[..failing].iter().filter(|d| !d.is_done()) {
             let ev = event.clone();
             dep.on_done(move |status| {
                 if status < 0 {
@@ -312,7 +347,7 @@ fn issue(
             state.flush();
         }
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let waits = VendorWaits::resolve(&deps, vctx, stream)?;
+            let waits = VendorWaits::resolve(&deps, failing, vctx, stream)?;
             let mut ev: cl_event = std::ptr::null_mut();
             let out = if share {
                 std::ptr::null_mut()
@@ -363,14 +398,14 @@ struct VendorWaits {
 }
 
 impl VendorWaits {
-    fn resolve(deps: &[Arc<Event>], vctx: V, stream: u64) -> ClResult<VendorWaits> {
+    fn resolve(deps: &[Arc<Event>], failing: usize, vctx: V, stream: u64) -> ClResult<VendorWaits> {
         let mut waits = VendorWaits {
             list: Vec::new(),
             bridges: Vec::new(),
         };
-        for dep in deps {
+        for (i, dep) in deps.iter().enumerate() {
             let status = dep.status();
-            if status == CL_COMPLETE {
+            if status == CL_COMPLETE || (status < 0 && i >= failing) {
                 continue;
             }
             if status < 0 {
@@ -766,7 +801,10 @@ fn issue_transfer(
         vctx,
         tq.vqueue,
         event.clone(),
-        deps,
+        Deps {
+            all: deps,
+            failing: 0,
+        },
         work,
         None,
         false,

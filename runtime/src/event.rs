@@ -66,6 +66,9 @@ pub struct Event {
     outlives_vendor: std::sync::atomic::AtomicBool,
     /// The first buffer the command touches (its scheduler id; 0: none), for reports.
     subject: AtomicU64,
+    /// The rank that runs the command (its device's owner); `u32::MAX` when every rank
+    /// does (host-side commands, user events).
+    owner: std::sync::atomic::AtomicU32,
     status: AtomicI32,
     state: Mutex<State>,
     done: Condvar,
@@ -132,6 +135,7 @@ impl Event {
             profiling,
             outlives_vendor: std::sync::atomic::AtomicBool::new(false),
             subject: AtomicU64::new(0),
+            owner: std::sync::atomic::AtomicU32::new(u32::MAX),
             status: AtomicI32::new(if command_type == CL_COMMAND_USER {
                 CL_SUBMITTED
             } else {
@@ -157,6 +161,28 @@ impl Event {
 
     pub fn is_done(&self) -> bool {
         self.status() <= CL_COMPLETE
+    }
+
+    pub fn set_owner(&self, rank: u32) {
+        self.owner.store(rank, Ordering::Relaxed);
+    }
+
+    /// The rank that runs the command, if only one does.
+    pub fn owner(&self) -> Option<u32> {
+        let o = self.owner.load(Ordering::Relaxed);
+        (o != u32::MAX).then_some(o)
+    }
+
+    /// Takes the status the command's owner reported: another rank's failure replaces the
+    /// status this rank's bookkeeping gave the event.
+    pub fn adopt(self: &Arc<Self>, status: cl_int) {
+        if status < 0 && self.status() >= 0 {
+            if self.is_done() {
+                self.status.store(status, Ordering::Release);
+            } else {
+                self.complete(status);
+            }
+        }
     }
 
     pub fn set_subject(&self, buffer: u64) {
@@ -374,6 +400,14 @@ impl Event {
 
     /// Completes this event after all of `deps`; a failed dependency fails it.
     pub fn complete_after(self: &Arc<Self>, deps: Vec<Arc<Event>>) {
+        let n = deps.len();
+        self.complete_after_ordered(deps, n);
+    }
+
+    /// Completes this event after all of `deps`; a failure of one of the first `failing`
+    /// (the application's wait list) fails it, the others (orderings MirrorCL adds) only
+    /// order it.
+    pub fn complete_after_ordered(self: &Arc<Self>, deps: Vec<Arc<Event>>, failing: usize) {
         self.advance(CL_SUBMITTED);
         struct Join {
             event: Arc<Event>,
@@ -396,9 +430,19 @@ impl Event {
                 join.event.complete(join.error.load(Ordering::Acquire));
             }
         };
-        for dep in deps {
+        for (i, dep) in deps.into_iter().enumerate() {
             let join = join.clone();
-            dep.on_done(move |status| arrive(&join, status));
+            let fails = i < failing;
+            dep.on_done(move |status| {
+                arrive(
+                    &join,
+                    if fails {
+                        status
+                    } else {
+                        status.max(CL_COMPLETE)
+                    },
+                )
+            });
         }
         arrive(&join, CL_COMPLETE);
     }
@@ -568,14 +612,37 @@ unsafe extern "C" fn vendor_complete(_ev: cl_event, status: cl_int, data: *mut c
 
 /// Waits for all of `events`; the first failed one gives
 /// `CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST`.
+/// `clWaitForEvents`. In a cluster the ranks then agree on the statuses: each command's
+/// owner reports those of its commands (a collective: every replica waits for the same
+/// list), so a command that failed on its owner reports its error on every rank.
 pub fn wait_all(events: &[Arc<Event>]) -> ClResult<()> {
-    let mut result = Ok(());
     for e in events {
-        if e.wait() < 0 {
-            result = Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+        e.wait();
+    }
+    let node = crate::node::node();
+    if node.is_cluster() && events.iter().any(|e| e.owner().is_some()) {
+        let mut mine = Vec::new();
+        for (i, e) in events.iter().enumerate() {
+            if e.owner() == Some(node.rank) {
+                mine.extend_from_slice(&(i as u32).to_le_bytes());
+                mine.extend_from_slice(&e.status().to_le_bytes());
+            }
+        }
+        for blob in node.all_gather(&mine) {
+            for rec in blob.chunks_exact(8) {
+                let i = u32::from_le_bytes(rec[..4].try_into().expect("4 bytes")) as usize;
+                let status = i32::from_le_bytes(rec[4..].try_into().expect("4 bytes"));
+                if let Some(e) = events.get(i) {
+                    e.adopt(status);
+                }
+            }
         }
     }
-    result
+    if events.iter().any(|e| e.status() < 0) {
+        Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+    } else {
+        Ok(())
+    }
 }
 
 /// A user event (`clCreateUserEvent`).

@@ -308,3 +308,93 @@ pub fn receive_after(
         gate.on_done(move |_| post());
     }
 }
+
+/// A read whose bytes every rank receives, with the owner's outcome: once `after` (the
+/// owner's read into `span`) is done, its bytes go to every peer, then its status (a
+/// failed read, or one behind a failed command, fails on every rank alike); `done`
+/// completes with that status once both are sent. `data_peers` and `status_peers` carry
+/// each peer's tags, taken in that order on every rank.
+pub fn send_read(
+    after: &Arc<Event>,
+    done: Arc<Event>,
+    data_peers: Vec<(u32, u64)>,
+    status_peers: Vec<(u32, u64)>,
+    span: HostSpan,
+    what: What,
+) {
+    let data_sent = Event::new(done.context.clone(), None, done.command_type, new_stream());
+    send_when_done(after, data_sent.clone(), data_peers, span, what, None);
+    let outcome = after.clone();
+    data_sent.on_done(move |_| {
+        let status = outcome.status().min(CL_COMPLETE);
+        let word = Arc::new(status.to_le_bytes());
+        let arrive = join(done.clone(), status_peers.len().max(1));
+        if status_peers.is_empty() {
+            done.complete(status);
+            return;
+        }
+        let failed = status < 0;
+        let done_status = done.clone();
+        for (peer, tag) in status_peers {
+            let word = word.clone();
+            let arrive = arrive.clone();
+            let done_status = done_status.clone();
+            node().transfer(Transfer {
+                direction: Direction::Send,
+                peer,
+                tag,
+                ptr: word.as_ptr() as usize,
+                len: 4,
+                what,
+                done: Box::new(move |ok| {
+                    drop(word);
+                    if failed {
+                        done_status.complete(status);
+                    }
+                    arrive(ok);
+                }),
+            });
+        }
+    });
+}
+
+/// The other side of [`send_read`]: the bytes into `span` once `deps` are done, and the
+/// owner's status; `done` completes with that status.
+pub fn receive_read(
+    deps: Vec<Arc<Event>>,
+    done: Arc<Event>,
+    peer: u32,
+    tags: (u64, u64),
+    span: HostSpan,
+    what: What,
+) {
+    let data = Event::new(done.context.clone(), None, done.command_type, new_stream());
+    receive_after(deps, data.clone(), peer, tags.0, span, what, None);
+    let word = Arc::new(parking_lot::Mutex::new([0u8; 4]));
+    let status_in = Event::new(done.context.clone(), None, done.command_type, new_stream());
+    let target = word.clone();
+    let ptr = target.lock().as_mut_ptr() as usize;
+    let arrived = status_in.clone();
+    node().transfer(Transfer {
+        direction: Direction::Recv,
+        peer,
+        tag: tags.1,
+        ptr,
+        len: 4,
+        what,
+        done: Box::new(move |ok| {
+            drop(target);
+            arrived.complete(if ok { CL_COMPLETE } else { CL_OUT_OF_RESOURCES });
+        }),
+    });
+    let both = Event::new(done.context.clone(), None, done.command_type, new_stream());
+    both.complete_after(vec![data, status_in]);
+    both.on_done(move |transport| {
+        let owner_status = i32::from_le_bytes(*word.lock());
+        done.complete(if transport < 0 {
+            transport
+        } else {
+            owner_status.min(CL_COMPLETE)
+        });
+    });
+}

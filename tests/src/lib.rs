@@ -932,6 +932,7 @@ pub const CLUSTER_PROGRAMS: &[&str] = &[
     "cluster_replica",
     "cluster_diverge",
     "cluster_crash",
+    "cluster_fail",
 ];
 
 #[cfg(test)]

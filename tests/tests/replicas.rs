@@ -148,3 +148,21 @@ fn a_dead_rank_ends_the_job() {
         out.report()
     );
 }
+
+/// A command the vendor fails on the rank that runs it (injected: the vendor call
+/// returns CL_OUT_OF_RESOURCES) fails on every rank alike: clWaitForEvents and the
+/// event's status, and a blocking read that waits for it; the runtime stays usable.
+#[test]
+fn a_vendor_failure_reaches_every_rank() {
+    for (ranks, devs) in [(1, 2), (3, 1), (2, 2)] {
+        check_cluster(
+            "cluster_fail",
+            ranks,
+            devs,
+            &[("MIRRORCL_INJECT_FAILURE", "1:-5"), ("FAIL_EXPECTED", "1")],
+        );
+    }
+    // Without the failure, the same program passes (and it passes natively, too).
+    check_cluster("cluster_fail", 2, 1, &[]);
+    mirrorcl_tests::check_program("cluster_fail", Way::Native, 2);
+}
