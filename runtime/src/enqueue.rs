@@ -853,7 +853,9 @@ pub fn rect_span(
 }
 
 /// The buffer's instance on the queue's device; none on a virtual device, whose commands
-/// never reach a vendor here.
+/// never reach a vendor here. A failure (the vendor cannot allocate it) is carried into
+/// the command, which then fails with it: its event reports it on every rank, where an
+/// error returned here would be returned on the owner alone.
 fn device_instance(queue: &Queue, b: &Buffer) -> ClResult<V> {
     if queue.device.local {
         b.instance(&queue.device)
@@ -927,7 +929,7 @@ pub fn rw_buffer(
     ptr: *mut c_void,
     wait_list: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
-    let m = device_instance(queue, buffer)?;
+    let m = device_instance(queue, buffer);
     if write && crate::verify::enabled() {
         // SAFETY: the application passed `size` readable bytes at `ptr` (validated).
         let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, size) };
@@ -953,7 +955,7 @@ pub fn rw_buffer(
             fills_host: (!write).then_some(HostSpan::Contiguous { ptr, len: size }),
         },
         Work::Vendor(Box::new(move |q, waits, out| {
-            vendor_rw(q, m, write, blocking, offset, size, ptr, waits, out)
+            vendor_rw(q, m?, write, blocking, offset, size, ptr, waits, out)
         })),
     )?;
     finish_blocking(&event, blocking)?;
@@ -969,8 +971,8 @@ pub fn copy_buffer(
     size: usize,
     wait_list: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
-    let s = device_instance(queue, src)?;
-    let d = device_instance(queue, dst)?;
+    let s = device_instance(queue, src);
+    let d = device_instance(queue, dst);
     submit(
         Command {
             queue: queue.clone(),
@@ -985,6 +987,7 @@ pub fn copy_buffer(
             fills_host: None,
         },
         Work::Vendor(Box::new(move |q, waits, out| {
+            let (s, d) = (s?, d?);
             let f = vfn!(q.0, clEnqueueCopyBuffer)?;
             // SAFETY: validated ranges on live vendor buffers.
             crate::check(unsafe {
@@ -1032,7 +1035,7 @@ pub fn rw_rect(
     ptr: *mut c_void,
     wait_list: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
-    let m = device_instance(queue, buffer)?;
+    let m = device_instance(queue, buffer);
     let ptr = ptr as usize;
     // A rectangle does not cover its span, so a write also needs the bytes in between.
     let mode = if write { Mode::ReadWrite } else { Mode::Read };
@@ -1057,6 +1060,7 @@ pub fn rw_rect(
             }),
         },
         Work::Vendor(Box::new(move |q, waits, out| {
+            let m = m?;
             let n = waits.len() as cl_uint;
             // SAFETY: validated rectangles; the application keeps ptr valid until completion.
             let rc = if write {
@@ -1118,8 +1122,8 @@ pub fn copy_rect(
     region: [usize; 3],
     wait_list: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
-    let sm = device_instance(queue, src)?;
-    let dm = device_instance(queue, dst)?;
+    let sm = device_instance(queue, src);
+    let dm = device_instance(queue, dst);
     submit(
         Command {
             queue: queue.clone(),
@@ -1134,6 +1138,7 @@ pub fn copy_rect(
             fills_host: None,
         },
         Work::Vendor(Box::new(move |q, waits, out| {
+            let (sm, dm) = (sm?, dm?);
             let f = vfn!(q.0, clEnqueueCopyBufferRect)?;
             // SAFETY: validated rectangles on live vendor buffers.
             crate::check(unsafe {
@@ -1166,7 +1171,7 @@ pub fn fill_buffer(
     size: usize,
     wait_list: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
-    let m = device_instance(queue, buffer)?;
+    let m = device_instance(queue, buffer);
     submit(
         Command {
             queue: queue.clone(),
@@ -1178,6 +1183,7 @@ pub fn fill_buffer(
             fills_host: None,
         },
         Work::Vendor(Box::new(move |q, waits, out| {
+            let m = m?;
             let f = vfn!(q.0, clEnqueueFillBuffer)?;
             // SAFETY: validated pattern and range; the vendor copies the pattern.
             crate::check(unsafe {
@@ -1312,17 +1318,20 @@ pub fn migrate(
     } else {
         Mode::Read
     };
-    if !to_host {
-        for b in &buffers {
-            device_instance(queue, b)?;
-        }
-    }
+    let instances: ClResult<()> = if to_host {
+        Ok(())
+    } else {
+        buffers
+            .iter()
+            .try_for_each(|b| device_instance(queue, b).map(|_| ()))
+    };
     // The transfers the scheduler plans are the migration; what remains on the device
     // is a marker that orders the queue.
     let work = if to_host {
         Work::Host
     } else {
-        Work::Vendor(Box::new(|q, waits, out| {
+        Work::Vendor(Box::new(move |q, waits, out| {
+            instances?;
             let f = vfn!(q.0, clEnqueueMarkerWithWaitList)?;
             // SAFETY: live vendor queue and events.
             crate::check(unsafe { f(q.0, waits.len() as cl_uint, wait_ptr(waits), out) })?;
@@ -1362,6 +1371,7 @@ pub fn ndrange(
 ) -> ClResult<Arc<Event>> {
     let mut accesses = Vec::new();
     let mut vendor_args = Vec::with_capacity(args.len());
+    let mut instance_failure = None;
     for (i, arg) in args.iter().enumerate() {
         vendor_args.push(match arg {
             ArgValue::Mem(Some(b)) => {
@@ -1379,7 +1389,10 @@ pub fn ndrange(
                         Mode::ReadWrite
                     },
                 ));
-                VendorArg::Mem(device_instance(queue, b)?)
+                VendorArg::Mem(device_instance(queue, b).unwrap_or_else(|rc| {
+                    instance_failure.get_or_insert(rc);
+                    V::NULL
+                }))
             }
             ArgValue::Mem(None) => VendorArg::Mem(V::NULL),
             ArgValue::Local(n) => VendorArg::Local(*n),
@@ -1399,6 +1412,9 @@ pub fn ndrange(
             fills_host: None,
         },
         Work::Vendor(Box::new(move |q, waits, out| {
+            if let Some(rc) = instance_failure {
+                return Err(rc);
+            }
             let vk = k.apply_args(&device, &vendor_args)?;
             let f = vfn!(q.0, clEnqueueNDRangeKernel)?;
             let off = offset.as_ref().map_or(std::ptr::null(), |o| o.as_ptr());
