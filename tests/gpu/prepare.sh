@@ -20,6 +20,8 @@ done
 for src in benches/apps/*.c; do
   cc -O2 -std=c11 -pthread -Itests/c -o "$out/bin/$(basename "$src" .c)" "$src" -lOpenCL -lm
 done
+cc -O2 -std=c11 -pthread -Itests/c -o "$out/bin/bandwidth" benches/micro/bandwidth.c -lOpenCL -lm
+mpicc -O2 -o "$out/bin/bandwidth_mpi" benches/micro/bandwidth_mpi.c
 strip --strip-debug -o "$out/bin/mirrorcl" target/release/mirrorcl
 cp tests/gpu/run-on-gpu.sh tests/gpu/run-cluster-on-gpu.sh "$out/"
 du -sh "$out"
