@@ -337,7 +337,7 @@ impl Device {
                 Ok((n, subs))
             })();
         }
-        let (n, descriptions, mut actual) = if node.is_cluster() {
+        let (n, descriptions, actual) = if node.is_cluster() {
             let mut w = Writer::default();
             if parent.local {
                 match &local {
@@ -365,16 +365,16 @@ impl Device {
         if !create {
             return Ok((n, Vec::new()));
         }
+        let mut actual = actual.into_iter();
+        let mut descriptions = descriptions.iter();
         let mut out = Vec::with_capacity(n as usize);
-        for k in 0..n as usize {
+        for _ in 0..n {
             let index = platform.new_device_index();
             let mut d = if parent.local {
-                std::mem::replace(
-                    &mut actual[k],
-                    Device::from_description(0, &mut Reader::new(&[])),
-                )
+                actual.next().ok_or(CL_DEVICE_PARTITION_FAILED)?
             } else {
-                let mut d = Device::from_description(index, &mut Reader::new(&descriptions[k]));
+                let desc = descriptions.next().ok_or(CL_DEVICE_PARTITION_FAILED)?;
+                let mut d = Device::from_description(index, &mut Reader::new(desc));
                 d.info
                     .insert(CL_DEVICE_PARENT_DEVICE, as_bytes(parent.handle_ptr()));
                 d.parent = Some(parent.clone());

@@ -16,7 +16,7 @@ use crate::remote::{self, HostSpan, Staging};
 use crate::stats::{add, COUNTERS};
 use crate::vendor::V;
 use crate::ClResult;
-use mirrorcl_scheduler::{Access, Location, Mode, Step};
+use mirrorcl_scheduler::{Access, Location, Mode, Scheduler, Step};
 use std::ffi::c_void;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
@@ -77,15 +77,6 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         what.extend_from_slice(&device.index.to_le_bytes());
         crate::verify::note(command_name(cmd.command_type), &[&what]);
     }
-    if left_out(&cmd) {
-        // Nothing here depends on it and nothing here must track it: not enqueued. Its
-        // event still keeps the meaning of its wait list.
-        add(&COUNTERS.commands_not_enqueued, 1);
-        let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, new_stream());
-        event.set_owner(device.owner);
-        event.complete_after(cmd.wait_list);
-        return Ok(event);
-    }
     let (at, stream) = if cmd.at_host {
         (Location::Host, new_stream())
     } else {
@@ -112,20 +103,28 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     if !cmd.at_host {
         event.set_owner(device.owner);
     }
-    let work = match work {
-        Work::Vendor(_) if device.local && injected_failure(index).is_some() => {
-            let rc = injected_failure(index).expect("checked");
-            Work::Vendor(Box::new(move |_, _, _| Err(rc)))
-        }
-        w => w,
+    let work = match (
+        work,
+        device.local.then(|| injected_failure(index)).flatten(),
+    ) {
+        (Work::Vendor(_), Some(rc)) => Work::Vendor(Box::new(move |_, _, _| Err(rc))),
+        (w, _) => w,
     };
+    // The scheduler lock is held until the command reaches its issuer, so every issuer
+    // receives commands in schedule order.
+    let mut sched = ctx.lock_scheduler();
+    if left_out(&cmd, &sched) {
+        drop(sched);
+        // Nothing here depends on it and nothing here must track it: not enqueued. Its
+        // event still keeps the meaning of its wait list.
+        add(&COUNTERS.commands_not_enqueued, 1);
+        event.complete_after(cmd.wait_list);
+        return Ok(event);
+    }
     // The application's wait list comes first: only its failures fail the command; what
     // MirrorCL adds after it only orders it.
     let failing = cmd.wait_list.len();
     let mut deps = cmd.wait_list;
-    // The scheduler lock is held until the command reaches its issuer, so every issuer
-    // receives commands in schedule order.
-    let mut sched = ctx.lock_scheduler();
     let scheduling = std::time::Instant::now();
     add(&COUNTERS.commands_scheduled, 1);
     let conflicts = sched.schedule(at, stream, &accesses, &event, |step, step_deps| {
@@ -233,7 +232,7 @@ fn injected_failure(index: u64) -> Option<cl_int> {
 /// instances only order work this rank never runs). Commands that touch no buffer
 /// (kernels with only values) qualify too. Every rank the command involves still
 /// schedules it, in the same order, so the ranks of each pair agree on their tags.
-fn left_out(cmd: &Command) -> bool {
+fn left_out(cmd: &Command, sched: &Scheduler<Arc<Event>>) -> bool {
     let device = &cmd.queue.device;
     if device.local || cmd.at_host || cmd.fills_host.is_some() {
         return false;
@@ -243,7 +242,6 @@ fn left_out(cmd: &Command) -> bool {
         return false;
     }
     let ctx = &cmd.queue.context;
-    let sched = ctx.lock_scheduler();
     cmd.accesses.iter().all(|(b, _, _)| {
         sched
             .attached(b.id)

@@ -150,20 +150,6 @@ fn host_name() -> String {
     crate::vendor::c_string(&buf)
 }
 
-/// Whether an MPI launcher started this process.
-fn launched_by_mpi() -> bool {
-    [
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        "PMI_RANK",
-        "PMIX_RANK",
-        "MPI_LOCALNRANKS",
-        "SLURM_PROCID",
-    ]
-    .iter()
-    .any(|v| std::env::var_os(v).is_some())
-}
-
 impl Node {
     fn single() -> Node {
         Node {
@@ -182,7 +168,7 @@ impl Node {
             return Node::single();
         }
         let already = mpi::is_initialized();
-        if !already && !launched_by_mpi() {
+        if !already && crate::replica::launcher_rank().is_none() {
             return Node::single();
         }
         let universe = if already {

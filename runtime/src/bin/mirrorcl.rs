@@ -183,6 +183,16 @@ fn mpirun_command(o: &Options, ranks: u32, program: &[OsString]) -> Result<Comma
     Ok(cmd)
 }
 
+/// Runs `mpirun` and exits as it did.
+fn run_mpirun(cmd: &mut Command) -> Result<ExitCode, String> {
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot start mpirun: {e}"))?;
+    Ok(ExitCode::from(
+        status.code().unwrap_or(1).clamp(0, 255) as u8
+    ))
+}
+
 fn show(cmd: &Command) -> String {
     let mut parts = vec![cmd.get_program().to_string_lossy().into_owned()];
     parts.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
@@ -203,12 +213,7 @@ fn run(o: Options) -> Result<ExitCode, String> {
         println!("{}", show(&cmd));
         return Ok(ExitCode::SUCCESS);
     }
-    let status = cmd
-        .status()
-        .map_err(|e| format!("cannot start mpirun: {e}"))?;
-    Ok(ExitCode::from(
-        status.code().unwrap_or(1).clamp(0, 255) as u8
-    ))
+    run_mpirun(&mut cmd)
 }
 
 fn devices(o: Options) -> Result<ExitCode, String> {
@@ -217,12 +222,7 @@ fn devices(o: Options) -> Result<ExitCode, String> {
         Some(ranks) => {
             // The table comes from rank 0; the other ranks take part in the exchange.
             let mut cmd = mpirun_command(&o, ranks, &[exe.into(), "__device-table".into()])?;
-            let status = cmd
-                .status()
-                .map_err(|e| format!("cannot start mpirun: {e}"))?;
-            Ok(ExitCode::from(
-                status.code().unwrap_or(1).clamp(0, 255) as u8
-            ))
+            run_mpirun(&mut cmd)
         }
         None => {
             if let Some(c) = &o.config {
