@@ -322,39 +322,30 @@ pub fn send_read(
     span: HostSpan,
     what: What,
 ) {
+    // Filled before the data is sent (callbacks run in the order they were added), so
+    // before the status is.
+    let word = Arc::new(AtomicI32::new(CL_COMPLETE));
+    let w = word.clone();
+    after.on_done(move |status| w.store(status.min(CL_COMPLETE), Ordering::Release));
     let data_sent = Event::new(done.context.clone(), None, done.command_type, new_stream());
     send_when_done(after, data_sent.clone(), data_peers, span, what, None);
-    let outcome = after.clone();
-    data_sent.on_done(move |_| {
-        let status = outcome.status().min(CL_COMPLETE);
-        let word = Arc::new(status.to_le_bytes());
-        let arrive = join(done.clone(), status_peers.len().max(1));
-        if status_peers.is_empty() {
-            done.complete(status);
-            return;
-        }
-        let failed = status < 0;
-        let done_status = done.clone();
-        for (peer, tag) in status_peers {
-            let word = word.clone();
-            let arrive = arrive.clone();
-            let done_status = done_status.clone();
-            node().transfer(Transfer {
-                direction: Direction::Send,
-                peer,
-                tag,
-                ptr: word.as_ptr() as usize,
-                len: 4,
-                what,
-                done: Box::new(move |ok| {
-                    drop(word);
-                    if failed {
-                        done_status.complete(status);
-                    }
-                    arrive(ok);
-                }),
-            });
-        }
+    let status_sent = Event::new(done.context.clone(), None, done.command_type, new_stream());
+    let status_span = HostSpan::Contiguous {
+        ptr: word.as_ptr() as usize,
+        len: 4,
+    };
+    let keep: Arc<dyn Any + Send + Sync> = word.clone();
+    send_when_done(
+        &data_sent,
+        status_sent.clone(),
+        status_peers,
+        status_span,
+        what,
+        Some(keep),
+    );
+    status_sent.on_done(move |transport| {
+        let status = word.load(Ordering::Acquire);
+        done.complete(if status < 0 { status } else { transport });
     });
 }
 
@@ -370,31 +361,30 @@ pub fn receive_read(
 ) {
     let data = Event::new(done.context.clone(), None, done.command_type, new_stream());
     receive_after(deps, data.clone(), peer, tags.0, span, what, None);
-    let word = Arc::new(parking_lot::Mutex::new([0u8; 4]));
+    let word = Arc::new(AtomicI32::new(CL_COMPLETE));
     let status_in = Event::new(done.context.clone(), None, done.command_type, new_stream());
-    let target = word.clone();
-    let ptr = target.lock().as_mut_ptr() as usize;
-    let arrived = status_in.clone();
-    node().transfer(Transfer {
-        direction: Direction::Recv,
-        peer,
-        tag: tags.1,
-        ptr,
+    let status_span = HostSpan::Contiguous {
+        ptr: word.as_ptr() as usize,
         len: 4,
+    };
+    let keep: Arc<dyn Any + Send + Sync> = word.clone();
+    receive_after(
+        Vec::new(),
+        status_in.clone(),
+        peer,
+        tags.1,
+        status_span,
         what,
-        done: Box::new(move |ok| {
-            drop(target);
-            arrived.complete(if ok { CL_COMPLETE } else { CL_OUT_OF_RESOURCES });
-        }),
-    });
+        Some(keep),
+    );
     let both = Event::new(done.context.clone(), None, done.command_type, new_stream());
     both.complete_after(vec![data, status_in]);
     both.on_done(move |transport| {
-        let owner_status = i32::from_le_bytes(*word.lock());
+        let owner_status = word.load(Ordering::Acquire).min(CL_COMPLETE);
         done.complete(if transport < 0 {
             transport
         } else {
-            owner_status.min(CL_COMPLETE)
+            owner_status
         });
     });
 }
