@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Compiles the C programs the benchmark harness runs into DIR (default target/bench/bin):
+# tests/c/cluster_alltoall.c (the IV.7.2 microbenchmark), benches/micro/* (its
+# hand-written MPI twin, the bandwidth programs) and benches/apps/*.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-$root/target/bench/bin}"
+mkdir -p "$out"
+cd "$root"
+cflags=(-O2 -std=c11 -pthread -Itests/c)
+cc "${cflags[@]}" -o "$out/cluster_alltoall" tests/c/cluster_alltoall.c -lOpenCL -lm
+cc "${cflags[@]}" -o "$out/bandwidth" benches/micro/bandwidth.c -lOpenCL -lm
+mpicc "${cflags[@]}" -o "$out/bandwidth_mpi" benches/micro/bandwidth_mpi.c -lOpenCL -lm
+mpicc "${cflags[@]}" -o "$out/alltoall_mpi" benches/micro/alltoall_mpi.c -lOpenCL -lm
+for src in benches/apps/*.c; do
+  cc "${cflags[@]}" -o "$out/$(basename "$src" .c)" "$src" -lOpenCL -lm
+done

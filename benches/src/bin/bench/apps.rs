@@ -1,0 +1,257 @@
+//! The applications of Table IV.5 (`benches/apps`): strong scaling under MirrorCL over
+//! the rank counts (one device per rank), against the same program on the vendor's
+//! platform directly (one device, and as many devices as ranks in one process where
+//! the machine has them), with each run's time split as the program measures it.
+
+use crate::run::{fields_of, rank_lines, require_pass, Runner};
+use serde_json::{json, Value};
+
+pub const APPS: [&str; 6] = [
+    "blackscholes",
+    "binomialoption",
+    "cp",
+    "nbody",
+    "matrixmul",
+    "ep",
+];
+
+/// Problem sizes (`APP_SIZE`) by preset: `small` is the tests' (seconds in all on two
+/// cores), `medium` the programs' defaults, `large` for GPUs (kernels of tens to
+/// hundreds of milliseconds on one H100, CPU references of seconds on 16 cores).
+pub fn size(preset: &str, app: &str) -> Option<&'static str> {
+    let i = APPS.iter().position(|a| *a == app)?;
+    let table: [&str; 6] = match preset {
+        "small" => ["16K", "4K", "128", "1024", "256", "1M"],
+        "medium" => ["256K", "64K", "512", "16K", "1280", "64M"],
+        "large" => ["4M", "1M", "2048", "64K", "4096", "1G"],
+        _ => return None,
+    };
+    Some(table[i])
+}
+
+/// Whether the thesis counts the application as compute-bound (the 1.8x goal applies).
+pub fn compute_bound(app: &str) -> bool {
+    app != "blackscholes"
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    /// The vendor's platform directly, in one process.
+    Native,
+    /// MirrorCL, one device per rank.
+    MirrorCl,
+}
+
+pub struct Row {
+    pub app: &'static str,
+    pub mode: Mode,
+    /// Devices in all: the process's (native) or ranks x 1 (MirrorCL).
+    pub devices: usize,
+    pub size: String,
+    pub total: f64,
+    pub host: f64,
+    pub kernel: f64,
+    pub transfer: f64,
+    /// MirrorCL's scheduling time on rank 0 per repetition (`MIRRORCL_STATS`).
+    pub scheduling: Option<f64>,
+    /// Bytes rank 0 sent plus received per repetition.
+    pub bytes_moved: Option<u64>,
+}
+
+impl Row {
+    pub fn label(&self) -> String {
+        match self.mode {
+            Mode::Native => format!("vendor, {} device(s), 1 process", self.devices),
+            Mode::MirrorCl => format!("MirrorCL, {} rank(s)", self.devices),
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "app": self.app, "mode": match self.mode { Mode::Native => "native", Mode::MirrorCl => "mirrorcl" },
+            "devices": self.devices, "size": self.size, "total_s": self.total, "host_s": self.host,
+            "kernel_s": self.kernel, "transfer_s": self.transfer,
+            "mirrorcl_scheduling_s_rank0": self.scheduling, "bytes_moved_rank0": self.bytes_moved,
+        })
+    }
+
+    pub const CSV_HEADER: &'static str =
+        "app,mode,devices,size,total_s,host_s,kernel_s,transfer_s,mirrorcl_scheduling_s_rank0,bytes_moved_rank0";
+
+    pub fn csv(&self) -> String {
+        format!(
+            "{},{},{},{},{:.6},{:.6},{:.6},{:.6},{},{}",
+            self.app,
+            match self.mode {
+                Mode::Native => "native",
+                Mode::MirrorCl => "mirrorcl",
+            },
+            self.devices,
+            self.size,
+            self.total,
+            self.host,
+            self.kernel,
+            self.transfer,
+            self.scheduling
+                .map(|s| format!("{s:.6}"))
+                .unwrap_or_default(),
+            self.bytes_moved.map(|b| b.to_string()).unwrap_or_default()
+        )
+    }
+}
+
+fn parse(
+    app: &'static str,
+    mode: Mode,
+    devices: usize,
+    stdout: &str,
+    stats: Option<Value>,
+    reps: usize,
+) -> Result<Row, String> {
+    let lines = rank_lines(stdout, 0);
+    let f = fields_of(&lines, "TIME ")
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("{app}: no TIME line"))?;
+    let num = |k: &str| -> Result<f64, String> {
+        f.get(k)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("{app}: TIME line without {k}"))
+    };
+    let rank0 = stats.as_ref().map(|s| s["ranks"][0].clone());
+    let per_rep = |k: &str| {
+        rank0
+            .as_ref()
+            .and_then(|r| r[k].as_u64())
+            .map(|v| v / reps as u64)
+    };
+    Ok(Row {
+        app,
+        mode,
+        devices,
+        size: f.get("size").unwrap_or(&"?").to_string(),
+        total: num("total_s")?,
+        host: num("host_s")?,
+        kernel: num("kernel_s")?,
+        transfer: num("transfer_s")?,
+        scheduling: per_rep("scheduling_ns").map(|ns| ns as f64 / 1e9),
+        bytes_moved: per_rep("bytes_sent")
+            .zip(per_rep("bytes_received"))
+            .map(|(a, b)| a + b),
+    })
+}
+
+pub struct Plan<'a> {
+    pub apps: &'a [&'static str],
+    pub ranks: &'a [usize],
+    pub sizes: &'a dyn Fn(&str) -> String,
+    pub reps: usize,
+    /// Most devices one native process may use (GPUs on the machine; PoCL: any).
+    pub native_max_devices: usize,
+}
+
+pub fn run(runner: &Runner, plan: &Plan) -> Result<(Vec<Row>, Vec<String>), String> {
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    for &app in plan.apps {
+        let size = (plan.sizes)(app);
+        let env = vec![
+            ("APP_SIZE".to_string(), size.clone()),
+            ("APP_REPS".to_string(), plan.reps.to_string()),
+        ];
+        let mut native_counts: Vec<usize> = std::iter::once(1)
+            .chain(plan.ranks.iter().copied())
+            .filter(|&n| n <= plan.native_max_devices)
+            .collect();
+        native_counts.sort_unstable();
+        native_counts.dedup();
+        for n in native_counts {
+            eprintln!("  apps: {app} (size {size}), vendor, {n} device(s) in one process");
+            let mut env = env.clone();
+            env.push(("CTEST_EXPECT_DEVICES".into(), n.to_string()));
+            match runner.native(n, app, &env) {
+                Ok(out) => {
+                    require_pass(&out, app, 1)?;
+                    rows.push(parse(app, Mode::Native, n, &out.stdout, None, plan.reps)?);
+                }
+                // The 1-device baseline must run; more devices are a comparison only.
+                Err(e) if n > 1 => {
+                    notes.push(format!("{app}: vendor with {n} devices did not run: {e}"))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        for &n in plan.ranks {
+            eprintln!("  apps: {app} (size {size}), MirrorCL, {n} rank(s)");
+            let stats = runner.logs.join(format!("stats-{app}-{n}.json"));
+            let mut env = env.clone();
+            env.push(("MIRRORCL_STATS".into(), stats.display().to_string()));
+            env.push(("CTEST_EXPECT_DEVICES".into(), n.to_string()));
+            let out = runner.mirrorcl(n, app, &[], &env)?;
+            require_pass(&out, app, n)?;
+            let stats = std::fs::read_to_string(&stats)
+                .ok()
+                .and_then(|s| serde_json::from_str(&s).ok());
+            rows.push(parse(
+                app,
+                Mode::MirrorCl,
+                n,
+                &out.stdout,
+                stats,
+                plan.reps,
+            )?);
+        }
+    }
+    Ok((rows, notes))
+}
+
+/// Speedup of each run over the vendor's platform with one device.
+pub fn speedup(rows: &[Row], row: &Row) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.app == row.app && r.mode == Mode::Native && r.devices == 1)
+        .map(|base| base.total / row.total)
+}
+
+pub fn summary(rows: &[Row]) -> String {
+    let mut t = String::from(
+        "| application | size | run | total s | host s | kernel s | transfer s | MirrorCL scheduling s (rank 0) | MB moved (rank 0) | speedup over 1 device |\n|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        t.push_str(&format!(
+            "| {} | {} | {} | {:.4} | {:.4} | {:.4} | {:.4} | {} | {} | {} |\n",
+            r.app,
+            r.size,
+            r.label(),
+            r.total,
+            r.host,
+            r.kernel,
+            r.transfer,
+            r.scheduling
+                .map(|s| format!("{s:.4}"))
+                .unwrap_or("–".into()),
+            r.bytes_moved
+                .map(|b| format!("{:.1}", b as f64 / 1e6))
+                .unwrap_or("–".into()),
+            speedup(rows, r)
+                .map(|s| format!("{s:.2}×"))
+                .unwrap_or("–".into())
+        ));
+    }
+    let two: Vec<String> = rows
+        .iter()
+        .filter(|r| r.mode == Mode::MirrorCl && r.devices == 2 && compute_bound(r.app))
+        .filter_map(|r| speedup(rows, r).map(|s| format!("{} {s:.2}×", r.app)))
+        .collect();
+    if !two.is_empty() {
+        let met = rows
+            .iter()
+            .filter(|r| r.mode == Mode::MirrorCl && r.devices == 2 && compute_bound(r.app))
+            .all(|r| speedup(rows, r).is_some_and(|s| s >= 1.8));
+        t.push_str(&format!(
+            "\nGoal, compute-bound applications at least 1.8× on two devices (two ranks) over one: {} — {}.\n",
+            two.join(", "),
+            if met { "met" } else { "**not met**" }
+        ));
+    }
+    t
+}

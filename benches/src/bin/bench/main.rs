@@ -1,0 +1,479 @@
+//! `mirrorcl-bench`: MirrorCL's benchmark suite in one command (`benches/run.sh` builds
+//! the programs and calls it). Runs the IV.7.2 microbenchmark in the thesis' three
+//! variants next to hand-written MPI, the cost per command against the native platform
+//! per API family, the copy bandwidth between two ranks next to raw MPI, and the
+//! applications' strong scaling; writes JSON, CSV, SVG plots and a Markdown summary,
+//! and (with `--docs`) puts the summary into `docs/benchmarks.md`.
+
+mod apps;
+mod bandwidth;
+mod micro;
+mod overhead;
+mod plot;
+mod run;
+
+use run::{describe_machine, Runner, Vendor};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+const USAGE: &str = "\
+usage: mirrorcl-bench [options]        (benches/run.sh builds everything, then calls this)
+
+  --parts LIST        micro,overhead,bandwidth,apps (default: all four)
+  --ranks LIST        rank counts for the microbenchmark and the applications (default 1,2,4)
+  --reps N            repetitions of every measured run (default 3; the median, or the
+                      applications' best, is reported)
+  --iters N           microbenchmark iterations (default 100, as in the thesis)
+  --vendor NAME       pocl (default) or nvidia: the platform MirrorCL wraps and the
+                      native runs use; one device per rank
+  --sizes PRESET      application sizes: small, medium (default), large (GPUs)
+  --app-size APP=N    one application's APP_SIZE (repeatable)
+  --apps LIST         applications to run (default: all six)
+  --max-bytes N       largest bandwidth size (default 1G; suffixes K, M, G)
+  --label NAME        names the machine's results (default: local)
+  --out DIR           where results go (default target/bench/LABEL)
+  --docs FILE         put the summary into FILE's section for LABEL and copy the
+                      results to docs/bench/LABEL/ beside it
+  --bin-dir DIR       the C programs (default target/bench/bin)
+  --lib PATH          libmirrorcl.so (default target/release/libmirrorcl.so)
+  --overhead-bin PATH mirrorcl-overhead (default: beside this program)
+  --timeout S         deadline of one run in seconds (default 900)
+  --quick             a smoke run: 20 iterations, 1 repetition, small sizes, 4 MiB
+";
+
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+struct Options {
+    parts: Vec<String>,
+    ranks: Vec<usize>,
+    reps: usize,
+    iters: usize,
+    vendor: Vendor,
+    sizes: String,
+    app_sizes: Vec<(String, String)>,
+    apps: Vec<&'static str>,
+    max_bytes: usize,
+    label: String,
+    out: Option<PathBuf>,
+    docs: Option<PathBuf>,
+    bin_dir: PathBuf,
+    lib: PathBuf,
+    overhead_bin: Option<PathBuf>,
+    timeout: u64,
+    quick: bool,
+}
+
+fn bytes(s: &str) -> Result<usize, String> {
+    let (num, shift) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    num.parse::<usize>()
+        .map(|n| n << shift)
+        .map_err(|_| format!("not a size: {s}"))
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        parts: ["micro", "overhead", "bandwidth", "apps"]
+            .map(String::from)
+            .to_vec(),
+        ranks: vec![1, 2, 4],
+        reps: 3,
+        iters: 100,
+        vendor: Vendor::Pocl,
+        sizes: "medium".into(),
+        app_sizes: Vec::new(),
+        apps: apps::APPS.to_vec(),
+        max_bytes: 1 << 30,
+        label: "local".into(),
+        out: None,
+        docs: None,
+        bin_dir: PathBuf::from("target/bench/bin"),
+        lib: PathBuf::from("target/release/libmirrorcl.so"),
+        overhead_bin: None,
+        timeout: 900,
+        quick: false,
+    };
+    let (mut reps, mut iters, mut max, mut sizes) = (None, None, None, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{a} needs a value"))
+        };
+        let number = |v: String| {
+            v.parse::<usize>()
+                .map_err(|_| format!("{a}: not a number: {v}"))
+        };
+        match a.as_str() {
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                std::process::exit(0);
+            }
+            "--parts" => {
+                o.parts = value()?.split(',').map(String::from).collect();
+                for p in &o.parts {
+                    if !["micro", "overhead", "bandwidth", "apps"].contains(&p.as_str()) {
+                        return Err(format!("--parts: unknown part {p}"));
+                    }
+                }
+            }
+            "--ranks" => {
+                o.ranks = value()?
+                    .split(',')
+                    .map(|r| r.parse::<usize>().map_err(|_| format!("--ranks: {r}")))
+                    .collect::<Result<_, _>>()?;
+                if o.ranks.is_empty() || o.ranks.contains(&0) {
+                    return Err("--ranks: positive counts".into());
+                }
+            }
+            "--reps" => reps = Some(number(value()?)?.max(1)),
+            "--iters" => iters = Some(number(value()?)?.max(1)),
+            "--vendor" => o.vendor = Vendor::parse(&value()?)?,
+            "--sizes" => {
+                let v = value()?;
+                if apps::size(&v, "ep").is_none() {
+                    return Err(format!("--sizes: small, medium or large, not {v}"));
+                }
+                sizes = Some(v);
+            }
+            "--app-size" => {
+                let v = value()?;
+                let (app, n) = v
+                    .split_once('=')
+                    .ok_or_else(|| format!("--app-size APP=N, not {v}"))?;
+                o.app_sizes.push((app.into(), n.into()));
+            }
+            "--apps" => {
+                o.apps = value()?
+                    .split(',')
+                    .map(|a| {
+                        apps::APPS
+                            .iter()
+                            .copied()
+                            .find(|x| *x == a)
+                            .ok_or_else(|| format!("--apps: unknown application {a}"))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            "--max-bytes" => max = Some(bytes(&value()?)?),
+            "--label" => o.label = value()?,
+            "--out" => o.out = Some(value()?.into()),
+            "--docs" => o.docs = Some(value()?.into()),
+            "--bin-dir" => o.bin_dir = value()?.into(),
+            "--lib" => o.lib = value()?.into(),
+            "--overhead-bin" => o.overhead_bin = Some(value()?.into()),
+            "--timeout" => o.timeout = number(value()?)? as u64,
+            "--quick" => o.quick = true,
+            other => return Err(format!("unknown argument {other}\n{USAGE}")),
+        }
+    }
+    o.reps = reps.unwrap_or(if o.quick { 1 } else { 3 });
+    o.iters = iters.unwrap_or(if o.quick { 20 } else { 100 });
+    o.max_bytes = max.unwrap_or(if o.quick { 4 << 20 } else { 1 << 30 });
+    o.sizes = sizes.unwrap_or(if o.quick { "small".into() } else { o.sizes });
+    if !o
+        .label
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err("--label: letters, digits, - _ . only".into());
+    }
+    Ok(o)
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match parse(&args).and_then(|o| run_all(&o)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mirrorcl-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_all(o: &Options) -> Result<(), String> {
+    let out = o
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("target/bench").join(&o.label));
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let runner = Runner::new(
+        o.vendor,
+        o.bin_dir.clone(),
+        o.lib.clone(),
+        Duration::from_secs(o.timeout),
+        &out,
+    )?;
+    let machine = describe_machine(&runner);
+    let machine_line = format!(
+        "{} ({} cores), {} — {}; {}; {}",
+        machine["cpu"],
+        machine["cores"],
+        machine["vendor_platform"],
+        machine["vendor_devices"],
+        machine["mpi"],
+        machine["date"]
+    );
+    eprintln!("mirrorcl-bench: {machine_line}");
+    let has = |p: &str| o.parts.iter().any(|x| x == p);
+    let mut notes: Vec<String> = Vec::new();
+    let mut results = json!({
+        "label": o.label, "machine": machine, "vendor": o.vendor.name(),
+        "options": {"ranks": o.ranks, "reps": o.reps, "iterations": o.iters, "sizes": o.sizes,
+                    "max_bytes": o.max_bytes, "parts": o.parts},
+    });
+    let mut md = format!(
+        "Machine: {machine_line}. One device per rank ({}), ranks on one host. \
+         Command: `mirrorcl-bench {}`.\n",
+        o.vendor.name(),
+        std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+    );
+    let rel = |f: &str| format!("bench/{}/{f}", o.label);
+
+    if has("micro") {
+        eprintln!("mirrorcl-bench: the IV.7.2 microbenchmark");
+        let rows = micro::run(&runner, &o.ranks, o.iters, o.reps)?;
+        results["micro"] = Value::Array(rows.iter().map(|r| r.to_json()).collect());
+        let mut csv = format!("{}\n", micro::Row::CSV_HEADER);
+        for r in &rows {
+            csv.push_str(&format!("{}\n", r.csv()));
+        }
+        write(&out.join("micro.csv"), &csv)?;
+        let series: Vec<plot::Series> = micro::VARIANTS
+            .iter()
+            .chain([micro::MPI].iter())
+            .map(|&v| plot::Series {
+                name: if v == micro::MPI {
+                    "hand-written MPI + OpenCL".into()
+                } else {
+                    format!("MirrorCL, {v}")
+                },
+                points: rows
+                    .iter()
+                    .filter(|r| r.variant == v)
+                    .map(|r| (r.ranks as f64, r.us_per_iter()))
+                    .collect(),
+            })
+            .collect();
+        plot::lines(
+            &out.join("micro.svg"),
+            &plot::Axes {
+                title: "IV.7.2 microbenchmark: n² 16-byte copies per iteration",
+                x: "ranks (one device each)",
+                y: "µs per iteration",
+                x_ticks: &|x| format!("{x:.0}"),
+            },
+            &series,
+        )?;
+        md.push_str(&format!(
+            "\n#### The IV.7.2 microbenchmark ({} iterations, median of {} runs)\n\n{}\n![microbenchmark]({})\n",
+            o.iters,
+            o.reps,
+            micro::summary(&rows),
+            rel("micro.svg")
+        ));
+    }
+
+    if has("overhead") {
+        eprintln!("mirrorcl-bench: cost per command against the native platform");
+        let bin = match &o.overhead_bin {
+            Some(b) => b.clone(),
+            None => std::env::current_exe()
+                .map_err(|e| e.to_string())?
+                .with_file_name("mirrorcl-overhead"),
+        };
+        let v = overhead::run(&runner, &bin, o.quick, &out)?;
+        write(&out.join("overhead.csv"), &overhead::csv(&v))?;
+        let bars: Vec<(String, f64)> = overhead::lines(&v)
+            .into_iter()
+            .map(|(fam, name, n, m, _, _, _, _)| (format!("{fam}: {name}"), m / n))
+            .collect();
+        plot::bars(
+            &out.join("overhead.svg"),
+            "Cost per command, MirrorCL / native (time; 1 = same)",
+            "MirrorCL time / native time (median)",
+            &bars,
+            1.0,
+        )?;
+        md.push_str(&format!(
+            "\n#### Cost per command against the native platform (one rank, one process)\n\n{}\n![overhead]({})\n",
+            overhead::summary(&v),
+            rel("overhead.svg")
+        ));
+        results["overhead"] = v;
+    }
+
+    if has("bandwidth") {
+        eprintln!("mirrorcl-bench: copy bandwidth between two ranks");
+        let (fig, n) = bandwidth::run(&runner, o.max_bytes)?;
+        notes.extend(n);
+        results["bandwidth"] = bandwidth::to_json(&fig);
+        write(&out.join("bandwidth.csv"), &bandwidth::csv(&fig))?;
+        let series: Vec<plot::Series> = bandwidth::SERIES
+            .iter()
+            .map(|&s| plot::Series {
+                name: s.into(),
+                points: fig
+                    .iter()
+                    .filter_map(|(&b, m)| m.get(s).map(|t| ((b as f64).log2(), b as f64 / t / 1e9)))
+                    .collect(),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect();
+        plot::lines(
+            &out.join("bandwidth.svg"),
+            &plot::Axes {
+                title: "Copy between devices of two ranks",
+                x: "bytes per copy",
+                y: "GB/s",
+                x_ticks: &|x| bandwidth::size_name(x.exp2().round() as usize),
+            },
+            &series,
+        )?;
+        md.push_str(&format!(
+            "\n#### Copy bandwidth between devices of two ranks\n\n{}\n![bandwidth]({})\n",
+            bandwidth::summary(&fig),
+            rel("bandwidth.svg")
+        ));
+    }
+
+    if has("apps") {
+        eprintln!("mirrorcl-bench: the applications");
+        let size_of = |app: &str| {
+            o.app_sizes
+                .iter()
+                .find(|(a, _)| a == app)
+                .map(|(_, s)| s.clone())
+                .or_else(|| apps::size(&o.sizes, app).map(String::from))
+                .unwrap_or_default()
+        };
+        let gpus = machine["vendor_devices"]
+            .split("; ")
+            .filter(|s| !s.is_empty())
+            .count();
+        let plan = apps::Plan {
+            apps: &o.apps,
+            ranks: &o.ranks,
+            sizes: &size_of,
+            reps: o.reps,
+            native_max_devices: if o.vendor == Vendor::Nvidia {
+                gpus
+            } else {
+                usize::MAX
+            },
+        };
+        let (rows, n) = apps::run(&runner, &plan)?;
+        notes.extend(n);
+        results["apps"] = Value::Array(rows.iter().map(|r| r.to_json()).collect());
+        let mut csv = format!("{}\n", apps::Row::CSV_HEADER);
+        for r in &rows {
+            csv.push_str(&format!("{}\n", r.csv()));
+        }
+        write(&out.join("apps.csv"), &csv)?;
+        let mut series: Vec<plot::Series> = o
+            .apps
+            .iter()
+            .map(|&a| plot::Series {
+                name: a.into(),
+                points: rows
+                    .iter()
+                    .filter(|r| r.app == a && r.mode == apps::Mode::MirrorCl)
+                    .filter_map(|r| apps::speedup(&rows, r).map(|s| (r.devices as f64, s)))
+                    .collect(),
+            })
+            .collect();
+        series.push(plot::Series {
+            name: "ideal".into(),
+            points: o.ranks.iter().map(|&n| (n as f64, n as f64)).collect(),
+        });
+        plot::lines(
+            &out.join("apps.svg"),
+            &plot::Axes {
+                title:
+                    "Strong scaling under MirrorCL (speedup over the vendor's platform, one device)",
+                x: "ranks (one device each)",
+                y: "speedup",
+                x_ticks: &|x| format!("{x:.0}"),
+            },
+            &series,
+        )?;
+        md.push_str(&format!(
+            "\n#### Applications: strong scaling (best of {} repetitions)\n\n{}\n![applications]({})\n",
+            o.reps,
+            apps::summary(&rows),
+            rel("apps.svg")
+        ));
+    }
+
+    if !notes.is_empty() {
+        md.push_str("\nNotes:\n");
+        for n in &notes {
+            md.push_str(&format!("- {}\n", n.lines().next().unwrap_or("")));
+        }
+    }
+    results["notes"] = json!(notes);
+    write(
+        &out.join("results.json"),
+        &serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?,
+    )?;
+    write(&out.join("summary.md"), &md)?;
+    eprintln!("mirrorcl-bench: results in {}", out.display());
+    println!("{md}");
+    if let Some(docs) = &o.docs {
+        publish(docs, &o.label, &out, &md)?;
+    }
+    Ok(())
+}
+
+/// Copies the results next to `docs` (bench/LABEL/) and replaces LABEL's section of it.
+fn publish(docs: &Path, label: &str, out: &Path, md: &str) -> Result<(), String> {
+    let dir = docs
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("bench")
+        .join(label);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for e in std::fs::read_dir(out).map_err(|e| e.to_string())?.flatten() {
+        let p = e.path();
+        if p.extension()
+            .is_some_and(|x| x == "svg" || x == "csv" || x == "json" || x == "md")
+            && !p.file_name().is_some_and(|n| n == "overhead-raw.json")
+        {
+            std::fs::copy(&p, dir.join(e.file_name())).map_err(|e| e.to_string())?;
+        }
+    }
+    let begin = format!("<!-- mirrorcl-bench {label} begin -->");
+    let end = format!("<!-- mirrorcl-bench {label} end -->");
+    let section = format!("{begin}\n### Results: {label}\n\n{md}\n{end}");
+    let text = std::fs::read_to_string(docs).unwrap_or_default();
+    let new = match (text.find(&begin), text.find(&end)) {
+        (Some(b), Some(e)) if e > b => format!("{}{section}{}", &text[..b], &text[e + end.len()..]),
+        _ => format!("{}\n{section}\n", text.trim_end()),
+    };
+    write(docs, &new)?;
+    eprintln!(
+        "mirrorcl-bench: {} updated (section {label})",
+        docs.display()
+    );
+    Ok(())
+}

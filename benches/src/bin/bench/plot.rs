@@ -1,0 +1,148 @@
+//! SVG plots of the figures (plotters' SVG backend: no system libraries).
+
+use plotters::prelude::*;
+use std::path::Path;
+
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+pub struct Axes<'a> {
+    pub title: &'a str,
+    pub x: &'a str,
+    pub y: &'a str,
+    /// Formats an x value (after any transform the caller applied) as a tick label.
+    pub x_ticks: &'a dyn Fn(&f64) -> String,
+}
+
+const COLOURS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+fn err<E: std::fmt::Debug>(e: E) -> String {
+    format!("plot: {e:?}")
+}
+
+/// Lines with markers, one per series; y from 0.
+pub fn lines(path: &Path, axes: &Axes, series: &[Series]) -> Result<(), String> {
+    let pts = series.iter().flat_map(|s| s.points.iter());
+    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
+    for &(x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        return Ok(());
+    }
+    if x0 == x1 {
+        x0 -= 0.5;
+        x1 += 0.5;
+    }
+    let pad = (x1 - x0) * 0.04;
+    let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(axes.title, ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(72)
+        .build_cartesian_2d((x0 - pad)..(x1 + pad), 0.0..(y1 * 1.12).max(1e-9))
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(axes.x)
+        .y_desc(axes.y)
+        .x_label_formatter(axes.x_ticks)
+        .draw()
+        .map_err(err)?;
+    for (i, s) in series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        chart
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                colour.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label(s.name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+            });
+        chart
+            .draw_series(s.points.iter().map(|&p| Circle::new(p, 4, colour.filled())))
+            .map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
+/// Horizontal bars, one per (label, value), with a reference line at `reference`.
+pub fn bars(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    bars: &[(String, f64)],
+    reference: f64,
+) -> Result<(), String> {
+    if bars.is_empty() {
+        return Ok(());
+    }
+    let max = bars.iter().map(|b| b.1).fold(reference, f64::max) * 1.15;
+    let n = bars.len();
+    let height = 120 + 34 * n as u32;
+    let root = SVGBackend::new(path, (900, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(330)
+        .build_cartesian_2d(0.0..max, -0.5..(n as f64 - 0.5))
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_labels(n)
+        .y_label_formatter(&|y: &f64| {
+            let i = y.round();
+            if (y - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len() {
+                labels[i as usize].clone()
+            } else {
+                String::new()
+            }
+        })
+        .disable_y_mesh()
+        .draw()
+        .map_err(err)?;
+    chart
+        .draw_series(bars.iter().enumerate().map(|(i, b)| {
+            let y = i as f64;
+            let colour = if b.1 <= reference {
+                COLOURS[2]
+            } else {
+                COLOURS[1]
+            };
+            Rectangle::new([(0.0, y - 0.35), (b.1, y + 0.35)], colour.filled())
+        }))
+        .map_err(err)?;
+    chart
+        .draw_series(std::iter::once(PathElement::new(
+            vec![(reference, -0.5), (reference, n as f64 - 0.5)],
+            BLACK.stroke_width(1),
+        )))
+        .map_err(err)?;
+    root.present().map_err(err)
+}
