@@ -46,6 +46,10 @@ pub struct RuntimeSettings {
     /// How long a hand-off spins before the thread parks, in microseconds
     /// (`MIRRORCL_SPIN_US`).
     pub spin_us: u64,
+    /// The largest piece a transfer between ranks moves in, in MiB (`MIRRORCL_PIECE_MIB`,
+    /// 1-1024): smaller pieces overlap reading, sending and writing more finely, larger
+    /// ones pay fewer hand-offs. Rank 0's value holds for the whole cluster.
+    pub piece_mib: u64,
     /// The deadline of every blocking wait, in seconds; 0 = none
     /// (`MIRRORCL_WAIT_TIMEOUT`).
     pub wait_timeout_s: u64,
@@ -104,6 +108,7 @@ impl Default for RuntimeSettings {
     fn default() -> Self {
         RuntimeSettings {
             spin_us: 150,
+            piece_mib: 16,
             wait_timeout_s: 600,
             context_per_device: false,
             mpi: MpiMode::Auto,
@@ -158,6 +163,15 @@ impl Config {
         }
         if let Some(v) = number("MIRRORCL_SPIN_US")? {
             config.runtime.spin_us = v;
+        }
+        if let Some(v) = number("MIRRORCL_PIECE_MIB")? {
+            config.runtime.piece_mib = v;
+        }
+        if !(1..=1024).contains(&config.runtime.piece_mib) {
+            return Err(format!(
+                "MIRRORCL_PIECE_MIB={}: use 1 to 1024",
+                config.runtime.piece_mib
+            ));
         }
         if let Some(v) = number("MIRRORCL_WAIT_TIMEOUT")? {
             config.runtime.wait_timeout_s = v;

@@ -529,7 +529,7 @@ fn transfer(
             // owner; a block is reused once its piece has been sent.
             (|| {
                 let blocks = (0..remote::WINDOW.min(pieces.len()))
-                    .map(|_| Staging::new(len.min(remote::PIECE)))
+                    .map(|_| Staging::new(len.min(remote::piece_size(len))))
                     .collect::<ClResult<Vec<_>>>()?;
                 let all_sent = Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, new_stream());
                 let arrive = remote::join(all_sent.clone(), pieces.len());
@@ -577,7 +577,7 @@ fn transfer(
             // block is received into again once its previous piece is written.
             (|| {
                 let blocks = (0..remote::WINDOW.min(pieces.len()))
-                    .map(|_| Staging::new(len.min(remote::PIECE)))
+                    .map(|_| Staging::new(len.min(remote::piece_size(len))))
                     .collect::<ClResult<Vec<_>>>()?;
                 let mut writes: Vec<Arc<Event>> = Vec::new();
                 for (i, piece) in pieces.iter().enumerate() {

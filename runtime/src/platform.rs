@@ -102,6 +102,8 @@ impl Platform {
             }
         }
         let mut w = Writer::default();
+        // Settings every rank must share ride along; rank 0's hold.
+        w.u64(self.config.runtime.piece_mib << 20);
         w.u32(mine.len() as u32);
         for d in &mine {
             w.bytes(&d.describe());
@@ -111,6 +113,10 @@ impl Platform {
         let mut mine = mine.into_iter();
         for (r, blob) in all.iter().enumerate() {
             let mut reader = Reader::new(blob);
+            let piece = reader.u64();
+            if r == 0 {
+                crate::remote::set_piece_max(piece as usize);
+            }
             let n = reader.u32();
             for _ in 0..n {
                 let index = devices.len() as u32;

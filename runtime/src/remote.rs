@@ -13,13 +13,32 @@ use crate::node::{node, Direction, Transfer, What};
 use crate::ClResult;
 use std::alloc::Layout;
 use std::any::Any;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// Large transfers between ranks move in pieces of this size, so that reading one
-/// piece from a device, sending another and writing a third to a device overlap, and a
-/// transfer of any size stages through a few blocks only.
-pub const PIECE: usize = 64 << 20;
+/// Transfers between ranks move in pieces, so that reading one piece from a device,
+/// sending another and writing a third to a device overlap, and a transfer of any size
+/// stages through a few blocks only. A piece is at most this large (`MIRRORCL_PIECE_MIB`,
+/// rank 0's value, set when the devices are exchanged); no message exceeds 1 GiB.
+static PIECE_MAX: AtomicUsize = AtomicUsize::new(16 << 20);
+
+pub fn set_piece_max(bytes: usize) {
+    PIECE_MAX.store(bytes.clamp(WHOLE, 1 << 30), Ordering::Relaxed);
+}
+
+/// Transfers up to this size move whole: below it, the cost of a piece's hand-offs
+/// outweighs the overlap.
+const WHOLE: usize = 1 << 20;
+
+/// The piece size of a transfer of `len` bytes: about sixteen pieces, so that the
+/// first read and the last write (which nothing overlaps) are a small part of the
+/// whole, between `WHOLE` and the largest piece. Both ends compute it from the same
+/// length and the same agreed largest piece.
+pub fn piece_size(len: usize) -> usize {
+    (len / 16)
+        .next_power_of_two()
+        .clamp(WHOLE, PIECE_MAX.load(Ordering::Relaxed).max(WHOLE))
+}
 
 /// How many staging blocks one transfer may use at once on each side.
 pub const WINDOW: usize = 4;
@@ -27,10 +46,11 @@ pub const WINDOW: usize = 4;
 /// The pieces of `len` bytes starting at `offset`: at least one, even when empty (both
 /// ends must exchange a message). Every rank computes the same pieces for a step.
 pub fn pieces(offset: usize, len: usize) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::with_capacity(len.div_ceil(PIECE).max(1));
+    let piece = piece_size(len);
+    let mut out = Vec::with_capacity(len.div_ceil(piece).max(1));
     let mut at = offset;
     loop {
-        let n = (offset + len - at).min(PIECE);
+        let n = (offset + len - at).min(piece);
         out.push(at..at + n);
         at += n;
         if at >= offset + len {
@@ -43,7 +63,7 @@ pub fn pieces(offset: usize, len: usize) -> Vec<std::ops::Range<usize>> {
 /// the vendor's copy and MPI's (measured here: a 1 GiB send from fresh memory takes 10x
 /// as long as from touched memory).
 static POOL: parking_lot::Mutex<Vec<(usize, usize)>> = parking_lot::Mutex::new(Vec::new());
-const POOL_LIMIT: usize = 16 * PIECE;
+const POOL_LIMIT: usize = 256 << 20;
 
 /// A page-aligned block of host memory that stages bytes between a device and the
 /// network. Not initialised: every byte is written (by a vendor read or a receive)
@@ -387,4 +407,39 @@ pub fn receive_read(
             owner_status
         });
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cover_the_range_in_order_and_stay_within_bounds() {
+        for len in [
+            0,
+            1,
+            4096,
+            WHOLE,
+            WHOLE + 1,
+            16 << 20,
+            (1 << 30) + 7,
+            3 << 30,
+        ] {
+            let ps = pieces(100, len);
+            assert_eq!(ps[0].start, 100);
+            assert_eq!(ps.last().unwrap().end, 100 + len);
+            for w in ps.windows(2) {
+                assert_eq!(w[0].end, w[1].start);
+            }
+            let piece = piece_size(len);
+            assert!((WHOLE..=PIECE_MAX.load(Ordering::Relaxed)).contains(&piece));
+            assert!(ps.iter().all(|p| p.len() <= piece));
+            // Whole below WHOLE; eight or so pieces in the middle; 64 MiB pieces above.
+            if len <= WHOLE {
+                assert_eq!(ps.len(), 1, "{len}");
+            } else if len <= 16 * PIECE_MAX.load(Ordering::Relaxed) {
+                assert!(ps.len() <= 16, "{len}: {}", ps.len());
+            }
+        }
+    }
 }

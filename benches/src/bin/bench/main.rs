@@ -41,6 +41,8 @@ usage: mirrorcl-bench [options]        (benches/run.sh builds everything, then c
   --overhead-bin PATH mirrorcl-overhead (default: beside this program)
   --timeout S         deadline of one run in seconds (default 900)
   --quick             a smoke run: 20 iterations, 1 repetition, small sizes, 4 MiB
+  --publish-only      run nothing: summarise what --out holds (parts run separately
+                      into one directory add up) and publish it with --docs
 ";
 
 pub fn median(v: &[f64]) -> f64 {
@@ -71,6 +73,7 @@ struct Options {
     overhead_bin: Option<PathBuf>,
     timeout: u64,
     quick: bool,
+    publish_only: bool,
 }
 
 fn bytes(s: &str) -> Result<usize, String> {
@@ -106,6 +109,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         overhead_bin: None,
         timeout: 900,
         quick: false,
+        publish_only: false,
     };
     let (mut reps, mut iters, mut max, mut sizes) = (None, None, None, None);
     let mut it = args.iter();
@@ -179,6 +183,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--overhead-bin" => o.overhead_bin = Some(value()?.into()),
             "--timeout" => o.timeout = number(value()?)? as u64,
             "--quick" => o.quick = true,
+            "--publish-only" => o.publish_only = true,
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
     }
@@ -217,6 +222,14 @@ fn run_all(o: &Options) -> Result<(), String> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("target/bench").join(&o.label));
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    if o.publish_only {
+        let md = summary(&out)?;
+        println!("{md}");
+        if let Some(docs) = &o.docs {
+            publish(docs, &o.label, &out, &md)?;
+        }
+        return Ok(());
+    }
     let runner = Runner::new(
         o.vendor,
         o.bin_dir.clone(),
@@ -236,18 +249,37 @@ fn run_all(o: &Options) -> Result<(), String> {
     );
     eprintln!("mirrorcl-bench: {machine_line}");
     let has = |p: &str| o.parts.iter().any(|x| x == p);
-    let mut notes: Vec<String> = Vec::new();
-    let mut results = json!({
-        "label": o.label, "machine": machine, "vendor": o.vendor.name(),
-        "options": {"ranks": o.ranks, "reps": o.reps, "iterations": o.iters, "sizes": o.sizes,
-                    "max_bytes": o.max_bytes, "parts": o.parts},
-    });
-    let mut md = format!(
-        "Machine: {machine_line}. One device per rank ({}), ranks on one host. \
-         Command: `mirrorcl-bench {}`.\n",
+    // Parts run separately into one directory add up: results.json is merged, and the
+    // summary is made of every part's section found there.
+    let mut results: Value = std::fs::read_to_string(out.join("results.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .filter(|v: &Value| v["label"] == json!(o.label))
+        .unwrap_or_else(|| json!({}));
+    let run_line = format!(
+        "_Measured {} on {machine_line}; one device per rank ({}), ranks on one host; \
+         `mirrorcl-bench {}`._\n",
+        machine["date"],
         o.vendor.name(),
         std::env::args().skip(1).collect::<Vec<_>>().join(" ")
     );
+    results["label"] = json!(o.label);
+    results["machine"] = json!(machine);
+    results["vendor"] = json!(o.vendor.name());
+    write(
+        &out.join("machine.md"),
+        &format!("Machine: {machine_line}.\n"),
+    )?;
+    let part = |name: &str, md: String, notes: &[String]| -> Result<(), String> {
+        let mut text = md;
+        if !notes.is_empty() {
+            text.push_str("\nNotes:\n");
+            for n in notes {
+                text.push_str(&format!("- {}\n", n.lines().next().unwrap_or("")));
+            }
+        }
+        write(&out.join(format!("part-{name}.md")), &text)
+    };
     let rel = |f: &str| format!("bench/{}/{f}", o.label);
 
     if has("micro") {
@@ -285,13 +317,13 @@ fn run_all(o: &Options) -> Result<(), String> {
             },
             &series,
         )?;
-        md.push_str(&format!(
-            "\n#### The IV.7.2 microbenchmark ({} iterations, median of {} runs)\n\n{}\n![microbenchmark]({})\n",
+        part("1-micro", format!(
+            "\n#### The IV.7.2 microbenchmark ({} iterations, median of {} runs)\n\n{run_line}\n{}\n![microbenchmark]({})\n",
             o.iters,
             o.reps,
             micro::summary(&rows),
             rel("micro.svg")
-        ));
+        ), &[])?;
     }
 
     if has("overhead") {
@@ -315,18 +347,18 @@ fn run_all(o: &Options) -> Result<(), String> {
             &bars,
             1.0,
         )?;
-        md.push_str(&format!(
-            "\n#### Cost per command against the native platform (one rank, one process)\n\n{}\n![overhead]({})\n",
+        part("2-overhead", format!(
+            "\n#### Cost per command against the native platform (one rank, one process)\n\n{run_line}\n{}\n![overhead]({})\n",
             overhead::summary(&v),
             rel("overhead.svg")
-        ));
+        ), &[])?;
         results["overhead"] = v;
     }
 
     if has("bandwidth") {
         eprintln!("mirrorcl-bench: copy bandwidth between two ranks");
-        let (fig, n) = bandwidth::run(&runner, o.max_bytes)?;
-        notes.extend(n);
+        let (fig, notes) = bandwidth::run(&runner, o.max_bytes)?;
+        results["bandwidth_notes"] = json!(notes);
         results["bandwidth"] = bandwidth::to_json(&fig);
         write(&out.join("bandwidth.csv"), &bandwidth::csv(&fig))?;
         let series: Vec<plot::Series> = bandwidth::SERIES
@@ -350,11 +382,11 @@ fn run_all(o: &Options) -> Result<(), String> {
             },
             &series,
         )?;
-        md.push_str(&format!(
-            "\n#### Copy bandwidth between devices of two ranks\n\n{}\n![bandwidth]({})\n",
+        part("3-bandwidth", format!(
+            "\n#### Copy bandwidth between devices of two ranks\n\n{run_line}\n{}\n![bandwidth]({})\n",
             bandwidth::summary(&fig),
             rel("bandwidth.svg")
-        ));
+        ), &notes)?;
     }
 
     if has("apps") {
@@ -382,8 +414,8 @@ fn run_all(o: &Options) -> Result<(), String> {
                 usize::MAX
             },
         };
-        let (rows, n) = apps::run(&runner, &plan)?;
-        notes.extend(n);
+        let (rows, notes) = apps::run(&runner, &plan)?;
+        results["apps_notes"] = json!(notes);
         results["apps"] = Value::Array(rows.iter().map(|r| r.to_json()).collect());
         let mut csv = format!("{}\n", apps::Row::CSV_HEADER);
         for r in &rows {
@@ -417,25 +449,19 @@ fn run_all(o: &Options) -> Result<(), String> {
             },
             &series,
         )?;
-        md.push_str(&format!(
-            "\n#### Applications: strong scaling (best of {} repetitions)\n\n{}\n![applications]({})\n",
+        part("4-apps", format!(
+            "\n#### Applications: strong scaling (best of {} repetitions)\n\n{run_line}\n{}\n![applications]({})\n",
             o.reps,
             apps::summary(&rows),
             rel("apps.svg")
-        ));
+        ), &notes)?;
     }
 
-    if !notes.is_empty() {
-        md.push_str("\nNotes:\n");
-        for n in &notes {
-            md.push_str(&format!("- {}\n", n.lines().next().unwrap_or("")));
-        }
-    }
-    results["notes"] = json!(notes);
     write(
         &out.join("results.json"),
         &serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?,
     )?;
+    let md = summary(&out)?;
     write(&out.join("summary.md"), &md)?;
     eprintln!("mirrorcl-bench: results in {}", out.display());
     println!("{md}");
@@ -443,6 +469,26 @@ fn run_all(o: &Options) -> Result<(), String> {
         publish(docs, &o.label, &out, &md)?;
     }
     Ok(())
+}
+
+/// The machine line and every part's section found in `out`, in the order of the parts.
+fn summary(out: &Path) -> Result<String, String> {
+    let mut md = std::fs::read_to_string(out.join("machine.md")).unwrap_or_default();
+    let mut parts: Vec<PathBuf> = std::fs::read_dir(out)
+        .map_err(|e| format!("{}: {e}", out.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("part-") && n.ends_with(".md"))
+        })
+        .collect();
+    parts.sort();
+    for p in parts {
+        md.push_str(&std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?);
+    }
+    Ok(md)
 }
 
 /// Copies the results next to `docs` (bench/LABEL/) and replaces LABEL's section of it.
@@ -457,7 +503,7 @@ fn publish(docs: &Path, label: &str, out: &Path, md: &str) -> Result<(), String>
         let p = e.path();
         if p.extension()
             .is_some_and(|x| x == "svg" || x == "csv" || x == "json" || x == "md")
-            && !p.file_name().is_some_and(|n| n == "overhead-raw.json")
+            && p.file_name() != Some(std::ffi::OsStr::new("overhead-raw.json"))
         {
             std::fs::copy(&p, dir.join(e.file_name())).map_err(|e| e.to_string())?;
         }
