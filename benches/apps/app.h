@@ -41,6 +41,25 @@
  *   APP_ATTACH  0: do not attach buffers even when clAttachBufferToDevice exists
  *   APP_WARMUP  0: no warm-up launches
  *   APP_CPU_THREADS  threads of the CPU reference (default: online CPUs)
+ *   APP_CHECK   which outputs are checked against the CPU reference (after the
+ *               timed phase; the TIME line does not depend on it):
+ *               all     (default) every output;
+ *               sample  where outputs are independent of each other
+ *                       (blackscholes, binomialoption, cp, matrixmul) the CPU
+ *                       reference is computed for a sample of the outputs only and
+ *                       those are compared as under "all" (same tolerance, same
+ *                       bit-exactness); the check line says "K of N values
+ *                       (sampled)".  The sample (app_sample_init) is the same on
+ *                       every run: one output in every stratum of
+ *                       floor(N / 4096) consecutive outputs, at an offset within
+ *                       the stratum that a hash of the stratum's number picks (so
+ *                       that a fixed stride cannot alias with the output's
+ *                       structure: rows, unrolled columns, float4 components),
+ *                       plus the first and the last output of every device's
+ *                       slice: at least 4096 outputs, or all when N < 8192.
+ *                       nbody (every body depends on all) and ep (global sums)
+ *                       keep the full reference and say so in one line.
+ *               Any other value is a fatal error.
  */
 #ifndef MIRRORCL_BENCH_APP_H
 #define MIRRORCL_BENCH_APP_H
@@ -64,6 +83,7 @@ typedef struct {
     clAttachBufferToDevice_fn attach; /* NULL: not offered or APP_ATTACH=0 */
     int reps;
     int warmup;
+    int check_sample; /* APP_CHECK=sample */
 } app_t;
 
 typedef struct {
@@ -103,12 +123,26 @@ APP_FN unsigned long long app_env_ull(const char *name, unsigned long long def)
     return x;
 }
 
+/* APP_CHECK: 0 for "all" (default), 1 for "sample"; fatal for anything else. */
+APP_FN int app_env_check(void)
+{
+    const char *v = getenv("APP_CHECK");
+    if (!v || !*v || strcmp(v, "all") == 0)
+        return 0;
+    if (strcmp(v, "sample") == 0)
+        return 1;
+    fprintf(stderr, "APP_CHECK=%s: unknown value (all or sample)\n", v);
+    ct_die("bad environment value");
+    return 0;
+}
+
 /* Platform, all its devices, one context, one in-order queue per device, attach. */
 APP_FN void app_init(app_t *a, const char *name)
 {
     memset(a, 0, sizeof *a);
     a->name = name;
     ct_init(name);
+    a->check_sample = app_env_check();
     a->platform = ct_platform();
     a->ndev = ct_devices(a->platform, a->devs);
     a->ctx = ct_context(a->platform, a->ndev, a->devs);
@@ -222,24 +256,45 @@ APP_FN void app_report(const app_t *a, unsigned long long size, const app_times_
 /* ---- checking ----------------------------------------------------------- */
 
 /*
+ * The outputs that are checked (APP_CHECK, app_sample_init): output k of the
+ * check is output app_sample_at(s, k) of the program, k < count.  idx == NULL:
+ * every output (count == total), in order: the check of APP_CHECK=all.
+ */
+typedef struct {
+    size_t total; /* outputs of the program */
+    size_t count; /* outputs checked */
+    size_t *idx;  /* ascending output indices; NULL: all */
+} app_sample_t;
+
+APP_FN size_t app_sample_at(const app_sample_t *s, size_t k) { return s->idx ? s->idx[k] : k; }
+
+/*
  * APP_CHECK_FLOAT: float comparison with a relative tolerance: element i passes when
  *   |got[i] - ref[i]| <= rtol * max(|ref[i]|, mag ? mag[i] : 0, floor)
  * (mag: a per-element magnitude, e.g. the sum of the absolute values of the
  * terms that make up ref[i]; floor: an absolute scale below which values count as
  * that scale).  NaN or Inf in got always fails.  Prints the worst ratio.
+ *
+ * APP_CHECK_FLOAT_SAMPLE: the same for the outputs of sample s: got is the whole
+ * output (s->total elements), ref and mag have one element per checked output
+ * (s->count); messages name outputs by their index in got.
  */
 #define APP_CHECK_FLOAT(got, ref, mag, floor, n, rtol, what) \
-    app_check_float_at((got), (ref), (mag), (floor), (n), (rtol), (what), __FILE__, __LINE__)
+    app_check_float_at((got), (ref), (mag), (floor), (n), NULL, (rtol), (what), __FILE__, __LINE__)
+#define APP_CHECK_FLOAT_SAMPLE(got, ref, mag, floor, s, rtol, what) \
+    app_check_float_at((got), (ref), (mag), (floor), (s)->count, (s), (rtol), (what), __FILE__, __LINE__)
 APP_FN int app_check_float_at(const float *got, const float *ref, const float *mag, double floor, size_t n,
-                              double rtol, const char *what, const char *file, int line)
+                              const app_sample_t *s, double rtol, const char *what, const char *file, int line)
 {
+    int sampled = s && s->idx;
     size_t bad = 0, first = 0, worst_i = 0;
     double worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double g = got[i], r = ref[i];
+    for (size_t k = 0; k < n; k++) {
+        size_t i = sampled ? s->idx[k] : k;
+        double g = got[i], r = ref[k];
         double scale = fabs(r);
-        if (mag && mag[i] > scale)
-            scale = mag[i];
+        if (mag && mag[k] > scale)
+            scale = mag[k];
         if (floor > scale)
             scale = floor;
         double err = fabs(g - r);
@@ -265,10 +320,68 @@ APP_FN int app_check_float_at(const float *got, const float *ref, const float *m
         }
     }
     if (bad) {
-        fprintf(stderr, "    %zu of %zu elements differ (first at %zu)\n", bad, n, first);
+        if (sampled)
+            fprintf(stderr, "    %zu of %zu sampled elements (of %zu) differ (first at %zu)\n", bad, n, s->total,
+                    first);
+        else
+            fprintf(stderr, "    %zu of %zu elements differ (first at %zu)\n", bad, n, first);
         return 0;
     }
-    printf("  check %s: %zu values, worst error/scale %.3g at [%zu] (tolerance %g)\n", what, n, worst, worst_i, rtol);
+    if (sampled)
+        printf("  check %s: %zu of %zu values (sampled), worst error/scale %.3g at [%zu] (tolerance %g)\n", what, n,
+               s->total, worst, worst_i, rtol);
+    else
+        printf("  check %s: %zu values, worst error/scale %.3g at [%zu] (tolerance %g)\n", what, n, worst, worst_i,
+               rtol);
+    return 1;
+}
+
+/*
+ * APP_CHECK_MEM_SAMPLE: bit-exact comparison of the outputs of sample s: got is the
+ * whole output (s->total elements of elem bytes), ref has one element per checked
+ * output.  Without a sample (idx NULL) it is CHECK_MEM(got, ref, total, ...).
+ */
+#define APP_CHECK_MEM_SAMPLE(got, ref, elem, s, what) \
+    app_check_mem_sample_at((got), (ref), (elem), (s), (what), __FILE__, __LINE__)
+APP_FN int app_check_mem_sample_at(const void *got, const void *ref, size_t elem, const app_sample_t *s,
+                                   const char *what, const char *file, int line)
+{
+    if (!s->idx)
+        return ct_check_mem(got, ref, s->total, elem, what, file, line);
+    const unsigned char *g = (const unsigned char *)got, *e = (const unsigned char *)ref;
+    size_t bad = 0, first = 0;
+    for (size_t k = 0; k < s->count; k++) {
+        size_t i = s->idx[k];
+        if (memcmp(g + i * elem, e + k * elem, elem) == 0)
+            continue;
+        if (bad == 0) {
+            first = i;
+            ct_failures++;
+            fflush(stdout);
+            fprintf(stderr, "%s:%d: CHECK FAILED: data mismatch in %s\n", file, line, what);
+        }
+        if (bad < 8) {
+            fprintf(stderr, "    [%zu] expected 0x", i);
+            for (size_t b = elem; b-- > 0;)
+                fprintf(stderr, "%02x", e[k * elem + b]);
+            fprintf(stderr, ", got 0x");
+            for (size_t b = elem; b-- > 0;)
+                fprintf(stderr, "%02x", g[i * elem + b]);
+            if (elem == 4) {
+                float fe, fg;
+                memcpy(&fe, e + k * elem, 4);
+                memcpy(&fg, g + i * elem, 4);
+                fprintf(stderr, " (as f32 %.9g vs %.9g)", (double)fe, (double)fg);
+            }
+            fprintf(stderr, "\n");
+        }
+        bad++;
+    }
+    if (bad) {
+        fprintf(stderr, "    %zu of %zu sampled elements (of %zu) differ (first at %zu)\n", bad, s->count, s->total,
+                first);
+        return 0;
+    }
     return 1;
 }
 
@@ -336,6 +449,69 @@ APP_FN void *app_malloc(size_t bytes)
     if (!p)
         ct_die("out of host memory");
     return p;
+}
+
+/* ---- APP_CHECK=sample ------------------------------------------------------ */
+
+#define APP_SAMPLE_MIN 4096
+
+APP_FN int app_cmp_size(const void *x, const void *y)
+{
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/*
+ * The outputs to check of a program with `total` independent outputs, the devices'
+ * slices being [sfirst[d], sfirst[d] + scount[d]) (in outputs), d < nslice.
+ * APP_CHECK=all, or fewer than 2 * APP_SAMPLE_MIN outputs: all (idx NULL).
+ * APP_CHECK=sample: one output in each stratum [j * stride, (j + 1) * stride) with
+ * stride = floor(total / APP_SAMPLE_MIN), so at least APP_SAMPLE_MIN of them, at the
+ * offset app_mix64(j) mod the stratum's length (deterministic, but no fixed stride
+ * that could always fall on the same column, unrolled lane or float4 component),
+ * plus the first and the last output of every slice; ascending, no duplicates.
+ * Free with app_sample_free.
+ */
+APP_FN void app_sample_init(app_sample_t *s, const app_t *a, size_t total, cl_uint nslice, const size_t *sfirst,
+                            const size_t *scount)
+{
+    s->total = total;
+    s->count = total;
+    s->idx = NULL;
+    size_t stride = total / APP_SAMPLE_MIN;
+    if (!a->check_sample || stride < 2)
+        return;
+    size_t strata = (total + stride - 1) / stride;
+    size_t cap = strata + 2 * (size_t)nslice, m = 0;
+    s->idx = (size_t *)app_malloc(cap * sizeof(size_t));
+    for (size_t j = 0; j < strata; j++) {
+        size_t b = j * stride, len = total - b < stride ? total - b : stride;
+        s->idx[m++] = b + (size_t)(app_mix64(0x5a3c0ffeeull + j) % len);
+    }
+    for (cl_uint d = 0; d < nslice; d++)
+        if (scount[d]) {
+            s->idx[m++] = sfirst[d];
+            s->idx[m++] = sfirst[d] + scount[d] - 1;
+        }
+    qsort(s->idx, m, sizeof(size_t), app_cmp_size);
+    size_t u = 0;
+    for (size_t k = 0; k < m; k++)
+        if (u == 0 || s->idx[k] != s->idx[u - 1])
+            s->idx[u++] = s->idx[k];
+    s->count = u;
+}
+
+APP_FN void app_sample_free(app_sample_t *s)
+{
+    free(s->idx);
+    s->idx = NULL;
+}
+
+/* nbody, ep: the one line that says APP_CHECK=sample changes nothing (and why). */
+APP_FN void app_sample_not_applicable(const app_t *a, const char *why)
+{
+    if (a->check_sample)
+        printf("  check: APP_CHECK=sample has no effect on %s (%s): all outputs checked\n", a->name, why);
 }
 
 #endif

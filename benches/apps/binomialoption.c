@@ -17,9 +17,11 @@
  * the price; prices are therefore compared with |got - ref| <= 1e-3 * max(|ref|,
  * 0.01 * spot).  A wrong or missing option is off by far more.
  *
+ * APP_CHECK=sample: the reference prices only a sample of the options (app.h).
+ *
  * Environment: APP_SIZE options (multiple of 4; default 64K; tests: 4K), BO_STEPS lattice
  * steps (even, default 254 as in the sample; lowered to fit the devices' largest
- * work-group), APP_REPS.
+ * work-group), APP_REPS, APP_CHECK.
  */
 #include "app.h"
 
@@ -96,16 +98,21 @@ static float binomial_ref(float inRand, int numSteps, float *call)
 
 typedef struct {
     const float *rnd;
-    float *out;
+    const app_sample_t *smp;
+    float *out, *mag; /* per checked option */
     int steps;
 } ref_ctx_t;
 
+/* Checked options [b, e) (all options under APP_CHECK=all). */
 static void ref_range(void *p, size_t b, size_t e)
 {
     ref_ctx_t *c = (ref_ctx_t *)p;
     float *call = app_malloc((size_t)(c->steps + 1) * sizeof(float));
-    for (size_t i = b; i < e; i++)
-        c->out[i] = binomial_ref(c->rnd[i], c->steps, call);
+    for (size_t k = b; k < e; k++) {
+        float r = c->rnd[app_sample_at(c->smp, k)];
+        c->out[k] = binomial_ref(r, c->steps, call);
+        c->mag[k] = 0.01f * ((1.0f - r) * 5.0f + r * 30.f); /* 1% of the spot price */
+    }
     free(call);
 }
 
@@ -131,11 +138,8 @@ int main(void)
     printf("  %zu options (%zu float4 samples), %d steps, work-group %zu\n", n, samples, steps, wg);
 
     float *rnd = app_malloc(n * sizeof(float)), *out = app_malloc(n * sizeof(float));
-    float *ref = app_malloc(n * sizeof(float)), *mag = app_malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         rnd[i] = app_unif(11, i);
-        mag[i] = 0.01f * ((1.0f - rnd[i]) * 5.0f + rnd[i] * 30.f); /* 1% of the spot price */
-    }
 
     size_t first[CT_MAX_DEVICES], cnt[CT_MAX_DEVICES];
     cl_mem bin[CT_MAX_DEVICES], bout[CT_MAX_DEVICES];
@@ -191,9 +195,19 @@ int main(void)
         app_t_keep_best(&best, &t, rep);
     }
 
-    ref_ctx_t rc = {rnd, ref, steps};
-    app_parallel_for(n, ref_range, &rc);
-    APP_CHECK_FLOAT(out, ref, mag, 0.0, n, 1e-3, "option prices");
+    /* The devices' slices in options (the split is in float4 samples). */
+    size_t ofirst[CT_MAX_DEVICES], ocnt[CT_MAX_DEVICES];
+    for (cl_uint d = 0; d < ndev; d++) {
+        ofirst[d] = first[d] * 4;
+        ocnt[d] = cnt[d] * 4;
+    }
+    app_sample_t smp;
+    app_sample_init(&smp, &app, n, ndev, ofirst, ocnt);
+    float *ref = app_malloc(smp.count * sizeof(float)), *mag = app_malloc(smp.count * sizeof(float));
+    ref_ctx_t rc = {rnd, &smp, ref, mag, steps};
+    app_parallel_for(smp.count, ref_range, &rc);
+    APP_CHECK_FLOAT_SAMPLE(out, ref, mag, 0.0, &smp, 1e-3, "option prices");
+    app_sample_free(&smp);
     app_report(&app, n, &best);
 
     for (cl_uint d = 0; d < ndev; d++) {

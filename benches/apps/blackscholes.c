@@ -16,8 +16,10 @@
  * difference of two terms of the order of the spot price, so its absolute error
  * scales with the spot, not with the (possibly tiny) price.
  *
+ * APP_CHECK=sample: the reference prices only a sample of the options (app.h).
+ *
  * Environment: APP_SIZE options (default 256K; tests: 16K), BS_RUNS (default 100),
- * APP_REPS.
+ * APP_REPS, APP_CHECK.
  */
 #include "app.h"
 
@@ -147,14 +149,19 @@ static float bs_ref(float sptprice, float strike, float rate, float volatility, 
 typedef struct {
     const float *s, *k, *r, *v, *t;
     const int *o;
-    float *out;
+    const app_sample_t *smp;
+    float *out, *mag; /* per checked option */
 } ref_ctx_t;
 
+/* Checked options [b, e) (all options under APP_CHECK=all). */
 static void ref_range(void *p, size_t b, size_t e)
 {
     ref_ctx_t *c = (ref_ctx_t *)p;
-    for (size_t i = b; i < e; i++)
-        c->out[i] = bs_ref(c->s[i], c->k[i], c->r[i], c->v[i], c->t[i], c->o[i]);
+    for (size_t k = b; k < e; k++) {
+        size_t i = app_sample_at(c->smp, k);
+        c->out[k] = bs_ref(c->s[i], c->k[i], c->r[i], c->v[i], c->t[i], c->o[i]);
+        c->mag[k] = 0.01f * c->s[i];
+    }
 }
 
 int main(void)
@@ -173,7 +180,7 @@ int main(void)
     for (int a = 0; a < 5; a++)
         in[a] = app_malloc(n * sizeof(float));
     int *otype = app_malloc(n * sizeof(int));
-    float *prices = app_malloc(n * sizeof(float)), *ref = app_malloc(n * sizeof(float));
+    float *prices = app_malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) {
         in[0][i] = 10.0f + 90.0f * app_unif(1, i);     /* spot */
         in[1][i] = 10.0f + 90.0f * app_unif(2, i);     /* strike */
@@ -249,12 +256,13 @@ int main(void)
         app_t_keep_best(&best, &t, rep);
     }
 
-    ref_ctx_t rc = {in[0], in[1], in[2], in[3], in[4], otype, ref};
-    app_parallel_for(n, ref_range, &rc);
-    float *floor_mag = app_malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        floor_mag[i] = 0.01f * in[0][i];
-    APP_CHECK_FLOAT(prices, ref, floor_mag, 0.0, n, 1e-4, "option prices");
+    app_sample_t smp;
+    app_sample_init(&smp, &app, n, ndev, first, cnt);
+    float *ref = app_malloc(smp.count * sizeof(float)), *floor_mag = app_malloc(smp.count * sizeof(float));
+    ref_ctx_t rc = {in[0], in[1], in[2], in[3], in[4], otype, &smp, ref, floor_mag};
+    app_parallel_for(smp.count, ref_range, &rc);
+    APP_CHECK_FLOAT_SAMPLE(prices, ref, floor_mag, 0.0, &smp, 1e-4, "option prices");
+    app_sample_free(&smp);
     app_report(&app, n, &best);
 
     for (cl_uint d = 0; d < ndev; d++)

@@ -20,8 +20,11 @@
  * can be a small difference of large terms: a point passes when |got - ref| <=
  * 1e-5 * sum over atoms of |q| / r (the magnitude, computed with the reference).
  *
+ * APP_CHECK=sample: the reference potential is computed only at a sample of the
+ * grid points (app.h), each with the same operations as in the full reference.
+ *
  * Environment: APP_SIZE grid edge G (multiple of 128; default 512; tests: 128), CP_ATOMS
- * number of atoms (default 12000), APP_REPS.
+ * number of atoms (default 12000), APP_REPS, APP_CHECK.
  */
 #include "app.h"
 
@@ -126,6 +129,56 @@ static void ref_range(void *p, size_t b, size_t e)
     }
 }
 
+/*
+ * One grid point (APP_CHECK=sample): the operations of ref_range for that point
+ * alone.  Point x of a row is lane u = (x % 128) / 16 of the work-item at column
+ * xi = x - 16 u, whose dx starts at coorx(xi) - atom.x and grows by
+ * gridspacing_u u times, as in the kernel.
+ */
+static void ref_point(const ref_ctx_t *c, size_t y, size_t x, float *e_out, float *m_out)
+{
+    float gridspacing_u = GRIDSPACING * BLOCKSIZEX;
+    int u = (int)((x % (BLOCKSIZEX * UNROLLX)) / BLOCKSIZEX);
+    size_t xi = x - (size_t)u * BLOCKSIZEX;
+    float coory = GRIDSPACING * (float)y;
+    float coorx = GRIDSPACING * (float)xi;
+    float e = 0.0f, m = 0.0f;
+    for (int a0 = 0; a0 < c->natoms; a0 += c->chunk) {
+        int a1 = a0 + c->chunk < c->natoms ? a0 + c->chunk : c->natoms;
+        float acc = 0.0f;
+        for (int a = a0; a < a1; a++) {
+            const float *at = c->atoms + 4 * (size_t)a;
+            float dy = coory - at[1];
+            float dyz2 = (dy * dy) + at[2];
+            float dx = coorx - at[0];
+            for (int v = 1; v <= u; v++)
+                dx = dx + gridspacing_u;
+            float inv = 1.0f / sqrtf(dx * dx + dyz2);
+            acc += at[3] * inv;
+            m += fabsf(at[3]) * inv;
+        }
+        e += acc;
+    }
+    *e_out = e;
+    *m_out = m;
+}
+
+typedef struct {
+    const ref_ctx_t *rc;
+    const app_sample_t *smp;
+} ref_sample_ctx_t;
+
+/* Checked points [b, e) of the sample, into ref[k] and mag[k]. */
+static void ref_sample_range(void *p, size_t b, size_t e)
+{
+    ref_sample_ctx_t *c = (ref_sample_ctx_t *)p;
+    size_t G = c->rc->G;
+    for (size_t k = b; k < e; k++) {
+        size_t i = app_sample_at(c->smp, k);
+        ref_point(c->rc, i / G, i % G, &c->rc->ref[k], &c->rc->mag[k]);
+    }
+}
+
 int main(void)
 {
     app_t app;
@@ -160,7 +213,6 @@ int main(void)
     }
     size_t npts = G * G;
     float *grid = app_malloc(npts * sizeof(float)), *zeros = calloc(npts, sizeof(float));
-    float *ref = app_malloc(npts * sizeof(float)), *mag = app_malloc(npts * sizeof(float));
     if (!zeros)
         ct_die("out of host memory");
 
@@ -242,9 +294,24 @@ int main(void)
         app_t_keep_best(&best, &t, rep);
     }
 
+    /* The devices' slices in grid points (the split is in blocks of rows). */
+    size_t pfirst[CT_MAX_DEVICES], pcnt[CT_MAX_DEVICES];
+    for (cl_uint d = 0; d < ndev; d++) {
+        pfirst[d] = firstblk[d] * BLOCKSIZEY * G;
+        pcnt[d] = nblk[d] * BLOCKSIZEY * G;
+    }
+    app_sample_t smp;
+    app_sample_init(&smp, &app, npts, ndev, pfirst, pcnt);
+    float *ref = app_malloc(smp.count * sizeof(float)), *mag = app_malloc(smp.count * sizeof(float));
     ref_ctx_t rc = {atoms, natoms, chunk, G, ref, mag};
-    app_parallel_for(G, ref_range, &rc);
-    APP_CHECK_FLOAT(grid, ref, mag, 0.0, npts, 1e-5, "potential grid");
+    if (smp.idx) {
+        ref_sample_ctx_t sc = {&rc, &smp};
+        app_parallel_for(smp.count, ref_sample_range, &sc);
+    } else {
+        app_parallel_for(G, ref_range, &rc);
+    }
+    APP_CHECK_FLOAT_SAMPLE(grid, ref, mag, 0.0, &smp, 1e-5, "potential grid");
+    app_sample_free(&smp);
     app_report(&app, G, &best);
 
     for (cl_uint d = 0; d < ndev; d++) {

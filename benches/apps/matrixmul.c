@@ -13,10 +13,13 @@
  * product is a multiple of 1/256 of magnitude <= 1 and every partial sum a
  * multiple of 1/256 of magnitude <= N < 65536: exactly representable in float.
  * The result is therefore exact whatever the summation order or fma contraction,
- * and C is compared bit-exactly with the CPU reference.
+ * and C is compared bit-exactly with the CPU reference.  APP_CHECK=sample
+ * (app.h): the reference computes only a sample of the elements C[i][j], each as
+ * the dot product of row i of A and column j of B (exact too, so still compared
+ * bit-exactly).
  *
  * Environment: APP_SIZE matrix order N (multiple of 16, < 65536; default 1280;
- * tests: 256), APP_REPS.
+ * tests: 256), APP_REPS, APP_CHECK.
  */
 #include "app.h"
 
@@ -76,6 +79,29 @@ static void ref_range(void *p, size_t b, size_t e)
     }
 }
 
+typedef struct {
+    const float *A, *B;
+    float *R; /* per checked element */
+    size_t n;
+    const app_sample_t *smp;
+} ref_sample_ctx_t;
+
+/* Checked elements [b, e) of the sample (APP_CHECK=sample): C[i][j] = row i of A
+ * times column j of B, exact like every other order of the sum. */
+static void ref_sample_range(void *p, size_t b, size_t e)
+{
+    ref_sample_ctx_t *c = (ref_sample_ctx_t *)p;
+    size_t n = c->n;
+    for (size_t s = b; s < e; s++) {
+        size_t idx = app_sample_at(c->smp, s), i = idx / n, j = idx % n;
+        const float *ai = c->A + i * n;
+        float acc = 0.0f;
+        for (size_t k = 0; k < n; k++)
+            acc += ai[k] * c->B[k * n + j];
+        c->R[s] = acc;
+    }
+}
+
 int main(void)
 {
     app_t app;
@@ -88,7 +114,7 @@ int main(void)
 
     size_t nn = n * n;
     float *A = app_malloc(nn * sizeof(float)), *B = app_malloc(nn * sizeof(float));
-    float *C = app_malloc(nn * sizeof(float)), *R = app_malloc(nn * sizeof(float));
+    float *C = app_malloc(nn * sizeof(float));
     for (size_t i = 0; i < nn; i++) {
         A[i] = (float)((int)(app_mix64(41 * 0x100000001b3ull + i) % 33) - 16) / 16.0f;
         B[i] = (float)((int)(app_mix64(42 * 0x100000001b3ull + i) % 33) - 16) / 16.0f;
@@ -167,10 +193,27 @@ int main(void)
         app_t_keep_best(&best, &t, rep);
     }
 
-    ref_ctx_t rc = {A, B, R, n};
-    app_parallel_for(n, ref_range, &rc);
-    if (CHECK_MEM(C, R, nn, sizeof(float), "C = A * B"))
-        printf("  check C = A * B: %zu values bit-exact\n", nn);
+    /* The devices' slices in elements of C (the split is in rows). */
+    size_t efirst[CT_MAX_DEVICES], ecnt[CT_MAX_DEVICES];
+    for (cl_uint d = 0; d < ndev; d++) {
+        efirst[d] = first[d] * n;
+        ecnt[d] = rows[d] * n;
+    }
+    app_sample_t smp;
+    app_sample_init(&smp, &app, nn, ndev, efirst, ecnt);
+    float *R = app_malloc(smp.count * sizeof(float));
+    if (smp.idx) {
+        ref_sample_ctx_t sc = {A, B, R, n, &smp};
+        app_parallel_for(smp.count, ref_sample_range, &sc);
+        if (APP_CHECK_MEM_SAMPLE(C, R, sizeof(float), &smp, "C = A * B"))
+            printf("  check C = A * B: %zu of %zu values (sampled) bit-exact\n", smp.count, nn);
+    } else {
+        ref_ctx_t rc = {A, B, R, n};
+        app_parallel_for(n, ref_range, &rc);
+        if (CHECK_MEM(C, R, nn, sizeof(float), "C = A * B"))
+            printf("  check C = A * B: %zu values bit-exact\n", nn);
+    }
+    app_sample_free(&smp);
     app_report(&app, n, &best);
 
     for (cl_uint d = 0; d < ndev; d++) {

@@ -3,7 +3,7 @@
 //! its results against a CPU reference (bit-exact where the arithmetic allows, else
 //! within the tolerance each program states).
 
-use mirrorcl_tests::{check_cluster, check_program_with, Way};
+use mirrorcl_tests::{check_cluster, check_program_with, run_program_with, Way};
 
 const APPS: &[(&str, &str)] = &[
     ("blackscholes", "16K"),
@@ -33,4 +33,48 @@ fn applications_on_three_ranks_without_attach() {
     for (app, size) in APPS {
         check_cluster(app, 3, 1, &[("APP_SIZE", size), ("APP_ATTACH", "0")]);
     }
+}
+
+/// `APP_CHECK=sample`: the applications with independent outputs check a sample of
+/// them (binomialoption at 16K, since 4K options are fewer than a sample takes
+/// and are all checked), nbody and ep still check all and say so; an unknown value
+/// is fatal.
+#[test]
+fn applications_natively_with_a_sampled_check() {
+    for (app, size) in APPS {
+        let size = if *app == "binomialoption" {
+            "16K"
+        } else {
+            size
+        };
+        let env = [("APP_SIZE", size), ("APP_CHECK", "sample")];
+        let out = run_program_with(app, Way::Native, 3, &env)
+            .unwrap_or_else(|e| panic!("{app} (native, 3 devices, APP_CHECK=sample): {e}"));
+        assert!(out.passed(), "{}", out.report());
+        let expect = match *app {
+            "nbody" | "ep" => "APP_CHECK=sample has no effect",
+            _ => "values (sampled)",
+        };
+        assert!(
+            out.stdout.contains(expect),
+            "{app}: no \"{expect}\" in the output\n{}",
+            out.report()
+        );
+        println!(
+            "{app} (native, 3 devices, APP_CHECK=sample): PASS in {:.2} s",
+            out.elapsed.as_secs_f64()
+        );
+    }
+    let out = run_program_with(
+        "blackscholes",
+        Way::Native,
+        1,
+        &[("APP_SIZE", "16K"), ("APP_CHECK", "some")],
+    )
+    .expect("blackscholes with APP_CHECK=some runs");
+    assert!(
+        !out.passed() && out.stderr.contains("APP_CHECK=some: unknown value"),
+        "APP_CHECK=some is not refused\n{}",
+        out.report()
+    );
 }

@@ -17,13 +17,14 @@ pub const APPS: [&str; 6] = [
 
 /// Problem sizes (`APP_SIZE`) by preset: `small` is the tests' (seconds in all on two
 /// cores), `medium` the programs' defaults, `large` for GPUs (kernels of tens to
-/// hundreds of milliseconds on one H100, CPU references of seconds on 16 cores).
+/// hundreds of milliseconds on one H100; checked on a sample, `APP_CHECK=sample`, where
+/// outputs are independent, so that every rank's CPU reference takes seconds).
 pub fn size(preset: &str, app: &str) -> Option<&'static str> {
     let i = APPS.iter().position(|a| *a == app)?;
     let table: [&str; 6] = match preset {
         "small" => ["16K", "4K", "128", "1024", "256", "1M"],
         "medium" => ["256K", "64K", "512", "16K", "1280", "64M"],
-        "large" => ["4M", "1M", "2048", "64K", "4096", "1G"],
+        "large" => ["16M", "1M", "4096", "64K", "8192", "4G"],
         _ => return None,
     };
     Some(table[i])
@@ -146,6 +147,8 @@ pub struct Plan<'a> {
     pub ranks: &'a [usize],
     pub sizes: &'a dyn Fn(&str) -> String,
     pub reps: usize,
+    /// `APP_CHECK`: all outputs, or a sample of them.
+    pub check: &'a str,
     /// Most devices one native process may use (GPUs on the machine; PoCL: any).
     pub native_max_devices: usize,
 }
@@ -158,6 +161,7 @@ pub fn run(runner: &Runner, plan: &Plan) -> Result<(Vec<Row>, Vec<String>), Stri
         let env = vec![
             ("APP_SIZE".to_string(), size.clone()),
             ("APP_REPS".to_string(), plan.reps.to_string()),
+            ("APP_CHECK".to_string(), plan.check.to_string()),
         ];
         let mut native_counts: Vec<usize> = std::iter::once(1)
             .chain(plan.ranks.iter().copied())

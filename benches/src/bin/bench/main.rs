@@ -30,6 +30,8 @@ usage: mirrorcl-bench [options]        (benches/run.sh builds everything, then c
                       native runs use; one device per rank
   --sizes PRESET      application sizes: small, medium (default), large (GPUs)
   --app-size APP=N    one application's APP_SIZE (repeatable)
+  --app-check MODE    all or sample: which outputs the applications check against
+                      their CPU reference (default: sample for large sizes, else all)
   --apps LIST         applications to run (default: all six)
   --max-bytes N       largest bandwidth size (default 1G; suffixes K, M, G)
   --label NAME        names the machine's results (default: local)
@@ -63,6 +65,7 @@ struct Options {
     vendor: Vendor,
     sizes: String,
     app_sizes: Vec<(String, String)>,
+    app_check: Option<String>,
     apps: Vec<&'static str>,
     max_bytes: usize,
     label: String,
@@ -99,6 +102,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         vendor: Vendor::Pocl,
         sizes: "medium".into(),
         app_sizes: Vec::new(),
+        app_check: None,
         apps: apps::APPS.to_vec(),
         max_bytes: 1 << 30,
         label: "local".into(),
@@ -161,6 +165,13 @@ fn parse(args: &[String]) -> Result<Options, String> {
                     .split_once('=')
                     .ok_or_else(|| format!("--app-size APP=N, not {v}"))?;
                 o.app_sizes.push((app.into(), n.into()));
+            }
+            "--app-check" => {
+                let v = value()?;
+                if v != "all" && v != "sample" {
+                    return Err(format!("--app-check: all or sample, not {v}"));
+                }
+                o.app_check = Some(v);
             }
             "--apps" => {
                 o.apps = value()?
@@ -257,9 +268,8 @@ fn run_all(o: &Options) -> Result<(), String> {
         .filter(|v: &Value| v["label"] == json!(o.label))
         .unwrap_or_else(|| json!({}));
     let run_line = format!(
-        "_Measured {} on {machine_line}; one device per rank ({}), ranks on one host; \
+        "_Measured on {machine_line}; one device per rank ({}), ranks on one host; \
          `mirrorcl-bench {}`._\n",
-        machine["date"],
         o.vendor.name(),
         std::env::args().skip(1).collect::<Vec<_>>().join(" ")
     );
@@ -408,6 +418,11 @@ fn run_all(o: &Options) -> Result<(), String> {
             ranks: &o.ranks,
             sizes: &size_of,
             reps: o.reps,
+            check: o.app_check.as_deref().unwrap_or(if o.sizes == "large" {
+                "sample"
+            } else {
+                "all"
+            }),
             native_max_devices: if o.vendor == Vendor::Nvidia {
                 gpus
             } else {

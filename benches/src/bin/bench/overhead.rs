@@ -104,8 +104,17 @@ pub fn summary(v: &Value) -> String {
         } else {
             format!("{r:.2}×")
         };
+        let us = |v: f64| {
+            if v < 1.0 {
+                format!("{v:.3}")
+            } else {
+                format!("{v:.2}")
+            }
+        };
         t.push_str(&format!(
-            "| {fam} | {name} | {n:.2} | {m:.2} | {ratio} | {goal} | {met} |\n"
+            "| {fam} | {name} | {} | {} | {ratio} | {goal} | {met} |\n",
+            us(n),
+            us(m)
         ));
     }
     if let Some(fams) = v["families"].as_object() {
