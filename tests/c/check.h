@@ -22,6 +22,8 @@
  *                             (exactly one platform, named "MirrorCL") and
  *                             MirrorCL-only checks (released handles ...) run.
  *  - CTEST_EXPECT_DEVICES=n   the platform must expose exactly n devices.
+ *  - CTEST_PLATFORM=text      use the first platform whose name contains text
+ *                             (default: the first platform).
  */
 #ifndef MIRRORCL_TESTS_CHECK_H
 #define MIRRORCL_TESTS_CHECK_H
@@ -327,7 +329,25 @@ CT_FN cl_platform_id ct_platform(void)
         ct_die("no OpenCL platform");
     cl_platform_id *ps = (cl_platform_id *)calloc(n, sizeof *ps);
     MUST(clGetPlatformIDs(n, ps, NULL));
+    /* CTEST_PLATFORM picks the first platform whose name contains it: an ICD loader may
+     * list platforms that OCL_ICD_VENDORS does not name (OCL_ICD_FILENAMES). */
+    const char *want = getenv("CTEST_PLATFORM");
     cl_platform_id p = ps[0];
+    if (want && *want) {
+        cl_uint i = 0;
+        for (; i < n; i++) {
+            char *pn = ct_platform_str(ps[i], CL_PLATFORM_NAME);
+            int match = strstr(pn, want) != NULL;
+            free(pn);
+            if (match)
+                break;
+        }
+        if (i == n) {
+            fprintf(stderr, "CTEST_PLATFORM=%s: no such platform\n", want);
+            ct_die("platform not found");
+        }
+        p = ps[i];
+    }
     free(ps);
     char *name = ct_platform_str(p, CL_PLATFORM_NAME);
     if (ct_mirrorcl()) {

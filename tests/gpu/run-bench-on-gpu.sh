@@ -4,7 +4,7 @@
 # repository root with target/gpu/ prepared by tests/gpu/prepare.sh; arguments go to
 # mirrorcl-bench (e.g. --parts micro,overhead,bandwidth --ranks 1,2,4). Results
 # accumulate in $BENCH_RESULTS (default /tmp/mirrorcl-bench-gpu, so that parts run in
-# separate calls add up) and are copied to $OUT/bench (or ./gpu-out/bench).
+# separate calls add up) and are archived to $OUT/bench-NAME.tgz (or ./gpu-out/).
 set -uo pipefail
 gpu="$(pwd)/target/gpu"
 out="${OUT:-$(pwd)/gpu-out}"
@@ -16,6 +16,6 @@ nvidia-smi -L
 "$gpu/bin/mirrorcl-bench" --vendor nvidia --bin-dir "$gpu/bin" --lib "$gpu/libmirrorcl.so" \
   --overhead-bin "$gpu/bin/mirrorcl-overhead" --out "$res" "$@" 2>&1 | tee -a "$res/bench.log"
 rc=${PIPESTATUS[0]}
-rm -rf "$out/bench" && cp -r "$res" "$out/bench"
-rm -rf "$out/bench/vendors-native" "$out/bench/vendors-overhead"
+# One archive (few files come back from the machine), every run's log included.
+tar czf "$out/bench-$(basename "$res").tgz" --exclude=./vendors-native --exclude=./vendors-overhead -C "$res" .
 exit "$rc"

@@ -24,7 +24,7 @@ pub fn size(preset: &str, app: &str) -> Option<&'static str> {
     let table: [&str; 6] = match preset {
         "small" => ["16K", "4K", "128", "1024", "256", "1M"],
         "medium" => ["256K", "64K", "512", "16K", "1280", "64M"],
-        "large" => ["16M", "1M", "4096", "64K", "8192", "4G"],
+        "large" => ["16M", "1M", "16K", "128K", "10752", "4G"],
         _ => return None,
     };
     Some(table[i])

@@ -169,6 +169,10 @@ impl Runner {
                 format!("{}/", self.native_vendors.display()),
             ),
             ("POCL_KERNEL_CACHE".to_string(), "0".to_string()),
+            (
+                "CTEST_PLATFORM".to_string(),
+                self.vendor.platform_match().to_string(),
+            ),
         ];
         all.extend(self.vendor.device_per_rank(ranks));
         all.extend(env.iter().cloned());
@@ -188,6 +192,8 @@ impl Runner {
             format!("{}/", self.native_vendors.display()),
         )
         .env("POCL_KERNEL_CACHE", "0")
+        // The loader may list more platforms than OCL_ICD_VENDORS names.
+        .env("CTEST_PLATFORM", self.vendor.platform_match())
         .env_remove("LD_PRELOAD");
         for (k, v) in self.vendor.native_devices(devices).iter().chain(env.iter()) {
             cmd.env(k, v);
@@ -388,16 +394,25 @@ pub fn describe_machine(runner: &Runner) -> BTreeMap<String, String> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
         .unwrap_or_default();
-    let names: Vec<String> = devices
-        .lines()
-        .filter_map(|l| l.split_once("Device #"))
-        .filter_map(|(_, r)| r.split_once(':').map(|(_, n)| n.trim().to_string()))
-        .collect();
-    let platform = devices
-        .lines()
-        .find_map(|l| l.split_once("Platform #"))
-        .and_then(|(_, r)| r.split_once(':').map(|(_, n)| n.trim().to_string()))
-        .unwrap_or_default();
+    // Only the vendor's platform and its devices (the loader may list others).
+    let mut platform = String::new();
+    let mut names = Vec::new();
+    let mut ours = false;
+    for l in devices.lines() {
+        if let Some((_, r)) = l.split_once("Platform #") {
+            let name = r.split_once(':').map(|(_, n)| n.trim()).unwrap_or("");
+            ours = name.contains(runner.vendor.platform_match());
+            if ours && platform.is_empty() {
+                platform = name.to_string();
+            }
+        } else if let (true, Some((_, r))) = (ours, l.split_once("Device #")) {
+            names.push(
+                r.split_once(':')
+                    .map(|(_, n)| n.trim().to_string())
+                    .unwrap_or_default(),
+            );
+        }
+    }
     m.insert("vendor_platform".into(), platform);
     m.insert("vendor_devices".into(), names.join("; "));
     let mpi = Command::new("mpirun")
