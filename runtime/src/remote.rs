@@ -434,7 +434,7 @@ mod tests {
             let piece = piece_size(len);
             assert!((WHOLE..=PIECE_MAX.load(Ordering::Relaxed)).contains(&piece));
             assert!(ps.iter().all(|p| p.len() <= piece));
-            // Whole below WHOLE; eight or so pieces in the middle; 64 MiB pieces above.
+            // Whole up to WHOLE; at most sixteen pieces up to sixteen largest pieces.
             if len <= WHOLE {
                 assert_eq!(ps.len(), 1, "{len}");
             } else if len <= 16 * PIECE_MAX.load(Ordering::Relaxed) {

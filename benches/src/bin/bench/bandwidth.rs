@@ -78,8 +78,9 @@ pub fn csv(fig: &Figures) -> String {
     let mut t = String::from("bytes,series,seconds_per_copy,gbytes_per_s\n");
     for (bytes, s) in fig {
         for (k, v) in s {
+            // Series names hold commas: quoted.
             t.push_str(&format!(
-                "{bytes},{k},{v:.9},{:.4}\n",
+                "{bytes},\"{k}\",{v:.9},{:.4}\n",
                 *bytes as f64 / v / 1e9
             ));
         }

@@ -234,6 +234,13 @@ fn run_all(o: &Options) -> Result<(), String> {
         .unwrap_or_else(|| PathBuf::from("target/bench").join(&o.label));
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     if o.publish_only {
+        // The plots are drawn again from results.json (drawing may have changed).
+        if let Some(results) = std::fs::read_to_string(out.join("results.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        {
+            plot::all(&out, &results)?;
+        }
         let md = summary(&out)?;
         println!("{md}");
         if let Some(docs) = &o.docs {
@@ -301,32 +308,6 @@ fn run_all(o: &Options) -> Result<(), String> {
             csv.push_str(&format!("{}\n", r.csv()));
         }
         write(&out.join("micro.csv"), &csv)?;
-        let series: Vec<plot::Series> = micro::VARIANTS
-            .iter()
-            .chain([micro::MPI].iter())
-            .map(|&v| plot::Series {
-                name: if v == micro::MPI {
-                    "hand-written MPI + OpenCL".into()
-                } else {
-                    format!("MirrorCL, {v}")
-                },
-                points: rows
-                    .iter()
-                    .filter(|r| r.variant == v)
-                    .map(|r| (r.ranks as f64, r.us_per_iter()))
-                    .collect(),
-            })
-            .collect();
-        plot::lines(
-            &out.join("micro.svg"),
-            &plot::Axes {
-                title: "IV.7.2 microbenchmark: n² 16-byte copies per iteration",
-                x: "ranks (one device each)",
-                y: "µs per iteration",
-                x_ticks: &|x| format!("{x:.0}"),
-            },
-            &series,
-        )?;
         part("1-micro", format!(
             "\n#### The IV.7.2 microbenchmark ({} iterations, median of {} runs)\n\n{run_line}\n{}\n![microbenchmark]({})\n",
             o.iters,
@@ -346,17 +327,6 @@ fn run_all(o: &Options) -> Result<(), String> {
         };
         let v = overhead::run(&runner, &bin, o.quick, &out)?;
         write(&out.join("overhead.csv"), &overhead::csv(&v))?;
-        let bars: Vec<(String, f64)> = overhead::lines(&v)
-            .into_iter()
-            .map(|(fam, name, n, m, _, _, _, _)| (format!("{fam}: {name}"), m / n))
-            .collect();
-        plot::bars(
-            &out.join("overhead.svg"),
-            "Cost per command, MirrorCL / native (time; 1 = same)",
-            "MirrorCL time / native time (median)",
-            &bars,
-            1.0,
-        )?;
         part("2-overhead", format!(
             "\n#### Cost per command against the native platform (one rank, one process)\n\n{run_line}\n{}\n![overhead]({})\n",
             overhead::summary(&v),
@@ -371,27 +341,6 @@ fn run_all(o: &Options) -> Result<(), String> {
         results["bandwidth_notes"] = json!(notes);
         results["bandwidth"] = bandwidth::to_json(&fig);
         write(&out.join("bandwidth.csv"), &bandwidth::csv(&fig))?;
-        let series: Vec<plot::Series> = bandwidth::SERIES
-            .iter()
-            .map(|&s| plot::Series {
-                name: s.into(),
-                points: fig
-                    .iter()
-                    .filter_map(|(&b, m)| m.get(s).map(|t| ((b as f64).log2(), b as f64 / t / 1e9)))
-                    .collect(),
-            })
-            .filter(|s| !s.points.is_empty())
-            .collect();
-        plot::lines(
-            &out.join("bandwidth.svg"),
-            &plot::Axes {
-                title: "Copy between devices of two ranks",
-                x: "bytes per copy",
-                y: "GB/s",
-                x_ticks: &|x| bandwidth::size_name(x.exp2().round() as usize),
-            },
-            &series,
-        )?;
         part("3-bandwidth", format!(
             "\n#### Copy bandwidth between devices of two ranks\n\n{run_line}\n{}\n![bandwidth]({})\n",
             bandwidth::summary(&fig),
@@ -437,33 +386,6 @@ fn run_all(o: &Options) -> Result<(), String> {
             csv.push_str(&format!("{}\n", r.csv()));
         }
         write(&out.join("apps.csv"), &csv)?;
-        let mut series: Vec<plot::Series> = o
-            .apps
-            .iter()
-            .map(|&a| plot::Series {
-                name: a.into(),
-                points: rows
-                    .iter()
-                    .filter(|r| r.app == a && r.mode == apps::Mode::MirrorCl)
-                    .filter_map(|r| apps::speedup(&rows, r).map(|s| (r.devices as f64, s)))
-                    .collect(),
-            })
-            .collect();
-        series.push(plot::Series {
-            name: "ideal".into(),
-            points: o.ranks.iter().map(|&n| (n as f64, n as f64)).collect(),
-        });
-        plot::lines(
-            &out.join("apps.svg"),
-            &plot::Axes {
-                title:
-                    "Strong scaling under MirrorCL (speedup over the vendor's platform, one device)",
-                x: "ranks (one device each)",
-                y: "speedup",
-                x_ticks: &|x| format!("{x:.0}"),
-            },
-            &series,
-        )?;
         part("4-apps", format!(
             "\n#### Applications: strong scaling (best of {} repetitions)\n\n{run_line}\n{}\n![applications]({})\n",
             o.reps,
@@ -476,6 +398,7 @@ fn run_all(o: &Options) -> Result<(), String> {
         &out.join("results.json"),
         &serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?,
     )?;
+    plot::all(&out, &results)?;
     let md = summary(&out)?;
     write(&out.join("summary.md"), &md)?;
     eprintln!("mirrorcl-bench: results in {}", out.display());
@@ -516,9 +439,11 @@ fn publish(docs: &Path, label: &str, out: &Path, md: &str) -> Result<(), String>
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for e in std::fs::read_dir(out).map_err(|e| e.to_string())?.flatten() {
         let p = e.path();
-        if p.extension()
-            .is_some_and(|x| x == "svg" || x == "csv" || x == "json" || x == "md")
-            && p.file_name() != Some(std::ffi::OsStr::new("overhead-raw.json"))
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".svg")
+            || name.ends_with(".csv")
+            || name == "results.json"
+            || name == "summary.md"
         {
             std::fs::copy(&p, dir.join(e.file_name())).map_err(|e| e.to_string())?;
         }

@@ -1,6 +1,7 @@
 //! SVG plots of the figures (plotters' SVG backend: no system libraries).
 
 use plotters::prelude::*;
+use serde_json::Value;
 use std::path::Path;
 
 pub struct Series {
@@ -16,14 +17,167 @@ pub struct Axes<'a> {
     pub x_ticks: &'a dyn Fn(&f64) -> String,
 }
 
-const COLOURS: [RGBColor; 6] = [
+/// A tick label only at whole numbers (rank counts, powers of two).
+fn whole(x: f64) -> Option<i64> {
+    ((x - x.round()).abs() < 1e-6).then_some(x.round() as i64)
+}
+
+/// Every plot the results hold, drawn into `out`: micro.svg, overhead.svg,
+/// bandwidth.svg and apps.svg (from results.json's parts, whichever are present).
+pub fn all(out: &Path, results: &Value) -> Result<(), String> {
+    if let Some(rows) = results["micro"].as_array() {
+        let mut variants: Vec<&str> = Vec::new();
+        for r in rows {
+            if let Some(v) = r["variant"].as_str() {
+                if !variants.contains(&v) {
+                    variants.push(v);
+                }
+            }
+        }
+        let series: Vec<Series> = variants
+            .iter()
+            .map(|&v| Series {
+                name: if v == "mpi" {
+                    "hand-written MPI + OpenCL".into()
+                } else {
+                    format!("MirrorCL, {v}")
+                },
+                points: rows
+                    .iter()
+                    .filter(|r| r["variant"] == v)
+                    .filter_map(|r| Some((r["ranks"].as_f64()?, r["us_per_iteration"].as_f64()?)))
+                    .collect(),
+            })
+            .collect();
+        lines(
+            &out.join("micro.svg"),
+            &Axes {
+                title: "IV.7.2 microbenchmark: n² 16-byte copies per iteration (lower is better)",
+                x: "ranks (one device each)",
+                y: "µs per iteration",
+                x_ticks: &|x| whole(*x).map(|r| r.to_string()).unwrap_or_default(),
+            },
+            &series,
+        )?;
+    }
+    if results["overhead"].is_object() {
+        let bars_: Vec<(String, f64)> = crate::overhead::lines(&results["overhead"])
+            .into_iter()
+            .map(|(fam, name, n, m, _, _, _, _)| (format!("{fam}: {name}"), m / n))
+            .collect();
+        bars(
+            &out.join("overhead.svg"),
+            "Cost per command, MirrorCL / native (time; 1 = same; lower is better)",
+            "MirrorCL time / native time (median)",
+            &bars_,
+            1.0,
+        )?;
+    }
+    if let Some(sizes) = results["bandwidth"].as_array() {
+        let mut names: Vec<String> = Vec::new();
+        for s in sizes {
+            for k in s["series"].as_object().into_iter().flat_map(|m| m.keys()) {
+                if !names.contains(k) {
+                    names.push(k.clone());
+                }
+            }
+        }
+        // The vendor's copy within one process may be device-local (up to TB/s): it is
+        // in the table, not on a scale it would flatten.
+        names.retain(|n| n != crate::bandwidth::NATIVE);
+        names.sort_by_key(|n| crate::bandwidth::SERIES.iter().position(|s| s == n));
+        let series: Vec<Series> = names
+            .iter()
+            .map(|n| Series {
+                name: n.clone(),
+                points: sizes
+                    .iter()
+                    .filter_map(|s| {
+                        let b = s["bytes"].as_f64()?;
+                        Some((b.log2(), s["series"][n]["gbytes_per_s"].as_f64()?))
+                    })
+                    .collect(),
+            })
+            .collect();
+        lines(
+            &out.join("bandwidth.svg"),
+            &Axes {
+                title: "Copy between devices of two ranks (higher is better)",
+                x: "bytes per copy",
+                y: "GB/s",
+                x_ticks: &|x| {
+                    whole(*x)
+                        .filter(|e| e % 2 == 0 && *e >= 0)
+                        .map(|e| crate::bandwidth::size_name(1usize << e))
+                        .unwrap_or_default()
+                },
+            },
+            &series,
+        )?;
+    }
+    if let Some(rows) = results["apps"].as_array() {
+        let mut apps: Vec<&str> = Vec::new();
+        for r in rows {
+            if let Some(a) = r["app"].as_str() {
+                if !apps.contains(&a) {
+                    apps.push(a);
+                }
+            }
+        }
+        let base = |app: &str| {
+            rows.iter()
+                .find(|r| r["app"] == app && r["mode"] == "native" && r["devices"] == 1)
+                .and_then(|r| r["total_s"].as_f64())
+        };
+        let mut ranks: Vec<f64> = Vec::new();
+        let mut series: Vec<Series> = apps
+            .iter()
+            .map(|&a| Series {
+                name: a.into(),
+                points: rows
+                    .iter()
+                    .filter(|r| r["app"] == a && r["mode"] == "mirrorcl")
+                    .filter_map(|r| {
+                        let n = r["devices"].as_f64()?;
+                        if !ranks.contains(&n) {
+                            ranks.push(n);
+                        }
+                        Some((n, base(a)? / r["total_s"].as_f64()?))
+                    })
+                    .collect(),
+            })
+            .collect();
+        series.push(Series {
+            name: REFERENCE.into(),
+            points: ranks.iter().map(|&n| (n, n)).collect(),
+        });
+        lines(
+            &out.join("apps.svg"),
+            &Axes {
+                title: "Strong scaling under MirrorCL: speedup over the vendor's platform on one device",
+                x: "ranks (one device each)",
+                y: "speedup",
+                x_ticks: &|x| whole(*x).map(|r| r.to_string()).unwrap_or_default(),
+            },
+            &series,
+        )?;
+    }
+    Ok(())
+}
+
+const COLOURS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
 ];
+
+/// A series drawn as a reference (ideal scaling, a floor) rather than a measurement.
+pub const REFERENCE: &str = "ideal";
 
 fn err<E: std::fmt::Debug>(e: E) -> String {
     format!("plot: {e:?}")
@@ -63,7 +217,11 @@ pub fn lines(path: &Path, axes: &Axes, series: &[Series]) -> Result<(), String> 
         .draw()
         .map_err(err)?;
     for (i, s) in series.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
+        let colour = if s.name == REFERENCE {
+            RGBColor(0, 0, 0)
+        } else {
+            COLOURS[i % COLOURS.len()]
+        };
         chart
             .draw_series(LineSeries::new(
                 s.points.iter().copied(),

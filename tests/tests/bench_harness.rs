@@ -1,0 +1,189 @@
+//! The benchmark harness (`benches/run.sh`, `mirrorcl-bench`): a quick run of every part
+//! on 1 and 2 local ranks produces the figures, the CSV, the plots and the summary, and
+//! `--publish-only` puts that summary into a documentation file between its markers.
+//! (Speed is not asserted: the figures are the benchmark's business.)
+
+use mirrorcl_tests::{target_dir, workspace_root};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+fn bench(args: &[&str], bin_dir: &Path) -> std::process::Output {
+    let exe = target_dir().join("release").join("mirrorcl-bench");
+    assert!(
+        exe.is_file(),
+        "{} missing: cargo build --release",
+        exe.display()
+    );
+    Command::new(&exe)
+        .current_dir(workspace_root())
+        .arg("--bin-dir")
+        .arg(bin_dir)
+        .arg("--lib")
+        .arg(target_dir().join("release").join("libmirrorcl.so"))
+        .args(args)
+        .env_remove("LD_PRELOAD")
+        .env_remove("OCL_ICD_VENDORS")
+        .output()
+        .expect("run mirrorcl-bench")
+}
+
+#[test]
+fn a_quick_run_of_every_part_writes_figures_plots_and_a_summary() {
+    let dir = tempfile_dir("mirrorcl-bench-test");
+    let bin = dir.join("bin");
+    let built = Command::new("bash")
+        .arg(workspace_root().join("benches/build-programs.sh"))
+        .arg(&bin)
+        .status()
+        .expect("build the benchmark programs");
+    assert!(built.success(), "benches/build-programs.sh failed");
+    let out = dir.join("out");
+    let run = bench(
+        &[
+            "--quick",
+            "--ranks",
+            "1,2",
+            "--iters",
+            "10",
+            "--max-bytes",
+            "1M",
+            "--label",
+            "test",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &bin,
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "mirrorcl-bench failed:\n{stderr}");
+
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    // The microbenchmark: every variant and MPI at 1 and 2 ranks, n^2 copies each.
+    let micro = results["micro"].as_array().unwrap();
+    assert_eq!(micro.len(), 8, "{micro:?}");
+    for r in micro {
+        assert!(r["us_per_iteration"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let full2 = micro
+        .iter()
+        .find(|r| r["ranks"] == 2 && r["variant"] == "full")
+        .unwrap();
+    // Rank 0 schedules only the copies that involve its device (and leaves the rest out).
+    assert!(full2["rank0"]["commands_not_enqueued"].as_u64().unwrap() > 0);
+    // Bandwidth: 4 KiB to 1 MiB by factors of 4, MirrorCL and raw MPI at every size.
+    let bw = results["bandwidth"].as_array().unwrap();
+    assert_eq!(bw.len(), 5, "{bw:?}");
+    for size in bw {
+        assert!(
+            size["series"]["MirrorCL, 2 ranks"]["gbytes_per_s"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+        assert!(
+            size["series"]["raw MPI, host memory"]["gbytes_per_s"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+    }
+    // Applications: the native baseline and MirrorCL on 1 and 2 ranks, each checked.
+    let apps = results["apps"].as_array().unwrap();
+    for app in [
+        "blackscholes",
+        "binomialoption",
+        "cp",
+        "nbody",
+        "matrixmul",
+        "ep",
+    ] {
+        for (mode, devices) in [("native", 1), ("mirrorcl", 1), ("mirrorcl", 2)] {
+            assert!(
+                apps.iter().any(|r| r["app"] == app
+                    && r["mode"] == mode
+                    && r["devices"] == devices
+                    && r["total_s"].as_f64().unwrap() > 0.0),
+                "{app} {mode} {devices}: {apps:?}"
+            );
+        }
+    }
+    // Cost per command: every family, with MirrorCL's and the native figures.
+    let families = results["overhead"]["families"].as_object().unwrap();
+    for f in [
+        "kernel",
+        "transfer",
+        "memory objects",
+        "synchronisation",
+        "queries",
+    ] {
+        assert!(families.contains_key(f), "{f}: {families:?}");
+    }
+    for f in [
+        "micro.csv",
+        "bandwidth.csv",
+        "apps.csv",
+        "overhead.csv",
+        "micro.svg",
+        "bandwidth.svg",
+        "apps.svg",
+        "overhead.svg",
+    ] {
+        let text = std::fs::read_to_string(out.join(f)).unwrap();
+        assert!(text.lines().count() > 2, "{f}:\n{text}");
+        if f.ends_with(".svg") {
+            assert!(text.contains("<svg") && text.contains("<text"), "{f}");
+        }
+    }
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    for heading in [
+        "#### The IV.7.2 microbenchmark",
+        "#### Cost per command",
+        "#### Copy bandwidth",
+        "#### Applications: strong scaling",
+        "Goal, latency within 2×",
+    ] {
+        assert!(summary.contains(heading), "{heading}:\n{summary}");
+    }
+
+    // Publishing twice replaces the label's section instead of adding another.
+    let docs = dir.join("docs").join("benchmarks.md");
+    std::fs::create_dir_all(docs.parent().unwrap()).unwrap();
+    std::fs::write(&docs, "# Benchmarks\n\nkept\n").unwrap();
+    for _ in 0..2 {
+        let publish = bench(
+            &[
+                "--publish-only",
+                "--label",
+                "test",
+                "--out",
+                out.to_str().unwrap(),
+                "--docs",
+                docs.to_str().unwrap(),
+            ],
+            &bin,
+        );
+        assert!(
+            publish.status.success(),
+            "{}",
+            String::from_utf8_lossy(&publish.stderr)
+        );
+    }
+    let text = std::fs::read_to_string(&docs).unwrap();
+    assert!(text.starts_with("# Benchmarks\n\nkept\n"), "{text}");
+    assert_eq!(
+        text.matches("<!-- mirrorcl-bench test begin -->").count(),
+        1
+    );
+    assert!(text.contains("#### Copy bandwidth"));
+    assert!(docs.parent().unwrap().join("bench/test/apps.svg").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempfile_dir(prefix: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
