@@ -11,7 +11,7 @@
  */
 #include "check.h"
 
-#define N 1024u
+#define N (1u << 20) /* a 4 MiB read: several pieces between ranks */
 
 static const char *kSrc = "__kernel void fill(__global uint *o, uint v) { o[get_global_id(0)] = v + (uint)get_global_id(0); }\n";
 
@@ -51,10 +51,11 @@ int main(void)
     MUST(clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, NULL, 0, NULL, NULL));
     memset(got, 0xEE, N * 4);
     MUST(clEnqueueReadBuffer(q, o, CL_TRUE, 0, N * 4, got, 0, NULL, NULL));
-    uint32_t ref[N];
+    uint32_t *ref = malloc(N * 4);
     for (uint32_t i = 0; i < N; i++)
         ref[i] = 11u + i;
     CHECK_MEM(got, ref, N, 4, "result after the failure");
+    free(ref);
     MUST(clReleaseMemObject(o));
     MUST(clReleaseCommandQueue(q));
     MUST(clReleaseKernel(k));

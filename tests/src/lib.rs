@@ -805,8 +805,14 @@ pub fn run_cluster_as(
     for var in CONTROLLED_ENV {
         cmd.env_remove(var);
     }
+    // Each job its own session directory: tests run jobs concurrently, and OpenMPI's
+    // creation of the shared one races ("mkdir /tmp/ompi.HOST.0: File exists").
+    let session = std::env::temp_dir().join(format!("mirrorcl-ompi-{}", unique_suffix()));
+    std::fs::create_dir_all(&session)
+        .map_err(|e| format!("cannot create {}: {e}", session.display()))?;
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_orte_tmpdir_base", &session)
         .current_dir(c_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -874,6 +880,7 @@ pub fn run_cluster_as(
         })
         .collect();
     let _ = std::fs::remove_dir_all(&out_dir);
+    let _ = std::fs::remove_dir_all(&session);
     Ok(ClusterOutput {
         program: prog.to_string(),
         ranks,

@@ -11,15 +11,26 @@ fn mirrorcl(args: &[&str], env: &[(&str, &str)]) -> Output {
         "{} missing: cargo build --release",
         exe.display()
     );
+    // Each job its own OpenMPI session directory (tests run jobs concurrently).
+    static JOB: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let session = std::env::temp_dir().join(format!(
+        "mirrorcl-cli-ompi-{}-{}",
+        std::process::id(),
+        JOB.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&session).expect("a session directory");
     let mut cmd = Command::new(&exe);
     cmd.args(args)
+        .env("OMPI_MCA_orte_tmpdir_base", &session)
         .env_remove("LD_PRELOAD")
         .env_remove("OCL_ICD_VENDORS")
         .env("POCL_KERNEL_CACHE", "0");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("run mirrorcl")
+    let out = cmd.output().expect("run mirrorcl");
+    let _ = std::fs::remove_dir_all(&session);
+    out
 }
 
 fn text(b: &[u8]) -> String {
