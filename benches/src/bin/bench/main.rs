@@ -287,6 +287,13 @@ fn run_all(o: &Options) -> Result<(), String> {
         &out.join("machine.md"),
         &format!("Machine: {machine_line}.\n"),
     )?;
+    // Written after every part, so that a later part's failure keeps the earlier ones.
+    let save = |results: &Value| -> Result<(), String> {
+        write(
+            &out.join("results.json"),
+            &serde_json::to_string_pretty(results).map_err(|e| e.to_string())?,
+        )
+    };
     let part = |name: &str, md: String, notes: &[String]| -> Result<(), String> {
         let mut text = md;
         if !notes.is_empty() {
@@ -303,6 +310,7 @@ fn run_all(o: &Options) -> Result<(), String> {
         eprintln!("mirrorcl-bench: the IV.7.2 microbenchmark");
         let rows = micro::run(&runner, &o.ranks, o.iters, o.reps)?;
         results["micro"] = Value::Array(rows.iter().map(|r| r.to_json()).collect());
+        save(&results)?;
         let mut csv = format!("{}\n", micro::Row::CSV_HEADER);
         for r in &rows {
             csv.push_str(&format!("{}\n", r.csv()));
@@ -333,6 +341,7 @@ fn run_all(o: &Options) -> Result<(), String> {
             rel("overhead.svg")
         ), &[])?;
         results["overhead"] = v;
+        save(&results)?;
     }
 
     if has("bandwidth") {
@@ -340,6 +349,7 @@ fn run_all(o: &Options) -> Result<(), String> {
         let (fig, notes) = bandwidth::run(&runner, o.max_bytes)?;
         results["bandwidth_notes"] = json!(notes);
         results["bandwidth"] = bandwidth::to_json(&fig);
+        save(&results)?;
         write(&out.join("bandwidth.csv"), &bandwidth::csv(&fig))?;
         part("3-bandwidth", format!(
             "\n#### Copy bandwidth between devices of two ranks\n\n{run_line}\n{}\n![bandwidth]({})\n",
@@ -381,6 +391,7 @@ fn run_all(o: &Options) -> Result<(), String> {
         let (rows, notes) = apps::run(&runner, &plan)?;
         results["apps_notes"] = json!(notes);
         results["apps"] = Value::Array(rows.iter().map(|r| r.to_json()).collect());
+        save(&results)?;
         let mut csv = format!("{}\n", apps::Row::CSV_HEADER);
         for r in &rows {
             csv.push_str(&format!("{}\n", r.csv()));
@@ -394,10 +405,7 @@ fn run_all(o: &Options) -> Result<(), String> {
         ), &notes)?;
     }
 
-    write(
-        &out.join("results.json"),
-        &serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?,
-    )?;
+    save(&results)?;
     plot::all(&out, &results)?;
     let md = summary(&out)?;
     write(&out.join("summary.md"), &md)?;
