@@ -267,6 +267,17 @@ fn run_all(o: &Options) -> Result<(), String> {
     );
     eprintln!("mirrorcl-bench: {machine_line}");
     let has = |p: &str| o.parts.iter().any(|x| x == p);
+    // One GPU per rank: more ranks than GPUs would leave ranks without a device.
+    let gpus = machine["vendor_devices"]
+        .split("; ")
+        .filter(|s| !s.is_empty())
+        .count();
+    let most = o.ranks.iter().copied().max().unwrap_or(1);
+    if o.vendor == Vendor::Nvidia && most > gpus {
+        return Err(format!(
+            "--ranks {most} needs {most} GPUs (one per rank); this machine has {gpus}"
+        ));
+    }
     // Parts run separately into one directory add up: results.json is merged, and the
     // summary is made of every part's section found there.
     let mut results: Value = std::fs::read_to_string(out.join("results.json"))
@@ -368,10 +379,6 @@ fn run_all(o: &Options) -> Result<(), String> {
                 .or_else(|| apps::size(&o.sizes, app).map(String::from))
                 .unwrap_or_default()
         };
-        let gpus = machine["vendor_devices"]
-            .split("; ")
-            .filter(|s| !s.is_empty())
-            .count();
         let plan = apps::Plan {
             apps: &o.apps,
             ranks: &o.ranks,
