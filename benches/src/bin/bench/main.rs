@@ -273,6 +273,11 @@ fn run_all(o: &Options) -> Result<(), String> {
         .filter(|s| !s.is_empty())
         .count();
     let most = o.ranks.iter().copied().max().unwrap_or(1);
+    if o.vendor == Vendor::Nvidia && has("bandwidth") && gpus < 2 {
+        return Err(format!(
+            "the bandwidth part needs 2 GPUs (one per rank); this machine has {gpus}"
+        ));
+    }
     if o.vendor == Vendor::Nvidia && most > gpus {
         return Err(format!(
             "--ranks {most} needs {most} GPUs (one per rank); this machine has {gpus}"
