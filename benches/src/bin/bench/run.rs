@@ -141,18 +141,22 @@ impl Runner {
         args: &[&str],
         env: &[(String, String)],
     ) -> Result<Output, String> {
-        let mut all = vec![
+        let own = [
             ("LD_PRELOAD".to_string(), self.lib.display().to_string()),
             ("MIRRORCL_OUTPUT".to_string(), "all".to_string()),
-            ("POCL_KERNEL_CACHE".to_string(), "0".to_string()),
+            (
+                "MIRRORCL_PLATFORMS".to_string(),
+                self.vendor.platform_match().to_string(),
+            ),
         ];
-        all.push((
-            "MIRRORCL_PLATFORMS".to_string(),
-            self.vendor.platform_match().to_string(),
-        ));
-        all.extend(self.vendor.device_per_rank(ranks));
-        all.extend(env.iter().cloned());
-        self.mpirun(ranks, program, args, &all, &format!("mirrorcl-{ranks}"))
+        self.mpirun(
+            ranks,
+            program,
+            args,
+            &own,
+            env,
+            &format!("mirrorcl-{ranks}"),
+        )
     }
 
     /// `ranks` processes of an MPI program on the vendor's platform directly.
@@ -163,20 +167,17 @@ impl Runner {
         args: &[&str],
         env: &[(String, String)],
     ) -> Result<Output, String> {
-        let mut all = vec![
+        let own = [
             (
                 "OCL_ICD_VENDORS".to_string(),
                 format!("{}/", self.native_vendors.display()),
             ),
-            ("POCL_KERNEL_CACHE".to_string(), "0".to_string()),
             (
                 "CTEST_PLATFORM".to_string(),
                 self.vendor.platform_match().to_string(),
             ),
         ];
-        all.extend(self.vendor.device_per_rank(ranks));
-        all.extend(env.iter().cloned());
-        self.mpirun(ranks, program, args, &all, &format!("mpi-{ranks}"))
+        self.mpirun(ranks, program, args, &own, env, &format!("mpi-{ranks}"))
     }
 
     /// One process of `program` on the vendor's platform directly, with `devices` devices.
@@ -201,11 +202,14 @@ impl Runner {
         self.finish(cmd, &format!("{program}-native-{devices}"))
     }
 
+    /// `ranks` processes of `program`, each with one device: the way's own variables,
+    /// then the caller's (which win).
     fn mpirun(
         &self,
         ranks: usize,
         program: &str,
         args: &[&str],
+        own: &[(String, String)],
         env: &[(String, String)],
         label: &str,
     ) -> Result<Output, String> {
@@ -213,7 +217,9 @@ impl Runner {
         cmd.arg("-np")
             .arg(ranks.to_string())
             .args(["--oversubscribe", "--bind-to", "none"]);
-        for (k, v) in env {
+        let common = [("POCL_KERNEL_CACHE".to_string(), "0".to_string())];
+        let per_rank = self.vendor.device_per_rank(ranks);
+        for (k, v) in own.iter().chain(&common).chain(&per_rank).chain(env) {
             cmd.arg("-x").arg(format!("{k}={v}"));
         }
         cmd.arg(self.program(program)?).args(args);
