@@ -29,10 +29,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     ct_init("alltoall_mpi");
     cl_platform_id platform = ct_platform();
-    cl_device_id devs[CT_MAX_DEVICES];
-    cl_uint count = 0;
-    MUST(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, CT_MAX_DEVICES, devs, &count));
-    cl_device_id dev = devs[(cl_uint)rank % count];
+    cl_device_id dev = ct_device_at(platform, (unsigned)rank);
     cl_context ctx = ct_context(platform, 1, &dev);
     cl_command_queue q = ct_queue(ctx, dev, 0);
     cl_program prog = ct_build(ctx, kSrc, NULL);

@@ -31,10 +31,7 @@ int main(int argc, char **argv)
     if (opencl) {
         ct_init("bandwidth_mpi");
         cl_platform_id platform = ct_platform();
-        cl_device_id devs[CT_MAX_DEVICES];
-        cl_uint count = 0;
-        MUST(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, CT_MAX_DEVICES, devs, &count));
-        cl_device_id dev = devs[(cl_uint)rank % count];
+        cl_device_id dev = ct_device_at(platform, (unsigned)rank);
         ctx = ct_context(platform, 1, &dev);
         q = ct_queue(ctx, dev, 0);
         cl_ulong alloc = ct_device_ulong(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE);

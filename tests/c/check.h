@@ -374,6 +374,20 @@ CT_FN cl_uint ct_devices(cl_platform_id p, cl_device_id *devs)
     return n;
 }
 
+/* Device (index % count) of the platform, without the CTEST_EXPECT_DEVICES check: one
+ * device per MPI rank in the hand-written MPI + OpenCL programs. */
+CT_FN cl_device_id ct_device_at(cl_platform_id p, unsigned index)
+{
+    cl_device_id devs[CT_MAX_DEVICES];
+    cl_uint n = 0;
+    MUST(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, CT_MAX_DEVICES, devs, &n));
+    if (n == 0)
+        ct_die("no devices");
+    if (n > CT_MAX_DEVICES)
+        n = CT_MAX_DEVICES;
+    return devs[index % n];
+}
+
 CT_FN cl_context ct_context(cl_platform_id p, cl_uint ndev, const cl_device_id *devs)
 {
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)p, 0};
