@@ -360,21 +360,8 @@ APP_FN int app_check_mem_sample_at(const void *got, const void *ref, size_t elem
             fflush(stdout);
             fprintf(stderr, "%s:%d: CHECK FAILED: data mismatch in %s\n", file, line, what);
         }
-        if (bad < 8) {
-            fprintf(stderr, "    [%zu] expected 0x", i);
-            for (size_t b = elem; b-- > 0;)
-                fprintf(stderr, "%02x", e[k * elem + b]);
-            fprintf(stderr, ", got 0x");
-            for (size_t b = elem; b-- > 0;)
-                fprintf(stderr, "%02x", g[i * elem + b]);
-            if (elem == 4) {
-                float fe, fg;
-                memcpy(&fe, e + k * elem, 4);
-                memcpy(&fg, g + i * elem, 4);
-                fprintf(stderr, " (as f32 %.9g vs %.9g)", (double)fe, (double)fg);
-            }
-            fprintf(stderr, "\n");
-        }
+        if (bad < 8)
+            ct_print_mismatch(i, e + k * elem, g + i * elem, elem);
         bad++;
     }
     if (bad) {

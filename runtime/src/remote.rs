@@ -20,6 +20,7 @@ use std::sync::Arc;
 /// sending another and writing a third to a device overlap, and a transfer of any size
 /// stages through a few blocks only. A piece is at most this large (`MIRRORCL_PIECE_MIB`,
 /// rank 0's value, set when the devices are exchanged); no message exceeds 1 GiB.
+/// Never below `WHOLE` (`set_piece_max` clamps), so `piece_size`'s clamp is well formed.
 static PIECE_MAX: AtomicUsize = AtomicUsize::new(16 << 20);
 
 pub fn set_piece_max(bytes: usize) {
@@ -37,7 +38,7 @@ const WHOLE: usize = 1 << 20;
 pub fn piece_size(len: usize) -> usize {
     (len / 16)
         .next_power_of_two()
-        .clamp(WHOLE, PIECE_MAX.load(Ordering::Relaxed).max(WHOLE))
+        .clamp(WHOLE, PIECE_MAX.load(Ordering::Relaxed))
 }
 
 /// How many staging blocks one transfer may use at once on each side.

@@ -158,6 +158,28 @@ CT_FN int ct_check_eq(long long got, long long exp, const char *gs, const char *
     return 0;
 }
 
+/* Prints element i's expected and received bytes (elem of them), as hex and, for 4-byte
+ * elements, as u32 and f32: the line under a failed bit-exact comparison. */
+CT_FN void ct_print_mismatch(size_t i, const unsigned char *e, const unsigned char *g, size_t elem)
+{
+    fprintf(stderr, "    [%zu] expected 0x", i);
+    for (size_t b = elem; b-- > 0;)
+        fprintf(stderr, "%02x", e[b]);
+    fprintf(stderr, ", got 0x");
+    for (size_t b = elem; b-- > 0;)
+        fprintf(stderr, "%02x", g[b]);
+    if (elem == 4) {
+        uint32_t ue, ug;
+        float fe, fg;
+        memcpy(&ue, e, 4);
+        memcpy(&ug, g, 4);
+        memcpy(&fe, e, 4);
+        memcpy(&fg, g, 4);
+        fprintf(stderr, " (as u32 %u vs %u, as f32 %.9g vs %.9g)", ue, ug, (double)fe, (double)fg);
+    }
+    fprintf(stderr, "\n");
+}
+
 /* Bit-exact comparison of two arrays of n elements of elem bytes each. */
 CT_FN int ct_check_mem(const void *got, const void *exp, size_t n, size_t elem,
                         const char *what, const char *file, int line)
@@ -174,21 +196,7 @@ CT_FN int ct_check_mem(const void *got, const void *exp, size_t n, size_t elem,
                     fflush(stdout);
                     fprintf(stderr, "%s:%d: CHECK FAILED: data mismatch in %s\n", file, line, what);
                 }
-                fprintf(stderr, "    [%zu] expected 0x", i);
-                for (size_t b = elem; b-- > 0;)
-                    fprintf(stderr, "%02x", e[i * elem + b]);
-                fprintf(stderr, ", got 0x");
-                for (size_t b = elem; b-- > 0;)
-                    fprintf(stderr, "%02x", g[i * elem + b]);
-                if (elem == 4) {
-                    float fe, fg;
-                    memcpy(&fe, e + i * elem, 4);
-                    memcpy(&fg, g + i * elem, 4);
-                    fprintf(stderr, " (as u32 %u vs %u, as f32 %.9g vs %.9g)",
-                            *(const uint32_t *)(const void *)(e + i * elem),
-                            *(const uint32_t *)(const void *)(g + i * elem), (double)fe, (double)fg);
-                }
-                fprintf(stderr, "\n");
+                ct_print_mismatch(i, e + i * elem, g + i * elem, elem);
             }
             bad++;
         }

@@ -156,6 +156,15 @@ fn unique_suffix() -> String {
     )
 }
 
+/// A fresh OpenMPI session directory for one `mpirun` job (`OMPI_MCA_orte_tmpdir_base`;
+/// remove it after the job): tests run jobs concurrently, and OpenMPI's creation of the
+/// shared one races ("mkdir /tmp/ompi.HOST.0: File exists").
+pub fn mpi_session_dir() -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("mirrorcl-ompi-{}", unique_suffix()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
 /// The benchmark applications (`benches/apps/<name>.c`), built like the test programs.
 pub fn apps_dir() -> PathBuf {
     workspace_root().join("benches").join("apps")
@@ -805,11 +814,7 @@ pub fn run_cluster_as(
     for var in CONTROLLED_ENV {
         cmd.env_remove(var);
     }
-    // Each job its own session directory: tests run jobs concurrently, and OpenMPI's
-    // creation of the shared one races ("mkdir /tmp/ompi.HOST.0: File exists").
-    let session = std::env::temp_dir().join(format!("mirrorcl-ompi-{}", unique_suffix()));
-    std::fs::create_dir_all(&session)
-        .map_err(|e| format!("cannot create {}: {e}", session.display()))?;
+    let session = mpi_session_dir()?;
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("OMPI_MCA_orte_tmpdir_base", &session)

@@ -1,7 +1,7 @@
 //! The `mirrorcl` command: `run` (the mpirun line built for the user), `devices` (the
 //! cluster's device table) and `doctor` (what a machine lacks, and how to fix it).
 
-use mirrorcl_tests::{compile, target_dir, Way};
+use mirrorcl_tests::{compile, mpi_session_dir, target_dir, Way};
 use std::process::{Command, Output};
 
 fn mirrorcl(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -11,14 +11,7 @@ fn mirrorcl(args: &[&str], env: &[(&str, &str)]) -> Output {
         "{} missing: cargo build --release",
         exe.display()
     );
-    // Each job its own OpenMPI session directory (tests run jobs concurrently).
-    static JOB: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let session = std::env::temp_dir().join(format!(
-        "mirrorcl-cli-ompi-{}-{}",
-        std::process::id(),
-        JOB.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&session).expect("a session directory");
+    let session = mpi_session_dir().expect("a session directory");
     let mut cmd = Command::new(&exe);
     cmd.args(args)
         .env("OMPI_MCA_orte_tmpdir_base", &session)
