@@ -6,7 +6,8 @@ use crate::cl::*;
 use crate::device::Device;
 use crate::event::Event;
 use crate::object::{impl_handle, Destructors, Header};
-use crate::vendor::V;
+use crate::vendor::VDevice;
+use crate::vendor::{VContext, VQueue};
 use crate::ClResult;
 use mirrorcl_scheduler::{DeviceDesc, Scheduler};
 use parking_lot::Mutex;
@@ -15,22 +16,23 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub type ContextNotify =
-    unsafe extern "C" fn(*const libc::c_char, *const c_void, usize, *mut c_void);
+pub use crate::vendor::ContextNotify;
 
 /// The vendor context holding this context's devices of one vendor platform.
 pub struct VendorContext {
     pub vendor: u32,
     /// Devices of one group share this vendor context (see `Device::group`).
     pub group: u32,
-    pub vctx: V,
+    /// Commands in flight reach it through their event's context, which outlives them,
+    /// so it is released (before the notify target) only after the last of them.
+    pub vctx: VContext,
     pub devices: Vec<Arc<Device>>,
 }
 
 /// An internal in-order vendor queue on one device for planned transfers.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct TransferQueue {
-    pub vqueue: V,
+    pub vqueue: Arc<VQueue>,
     pub stream: u64,
 }
 
@@ -95,53 +97,47 @@ impl Context {
                 data: d as usize,
             }))
         });
-        let mut vendor_contexts: Vec<VendorContext> = Vec::new();
+        // Local devices per vendor-context group, in device order.
+        let mut groups: Vec<(u32, u32, Vec<Arc<Device>>)> = Vec::new();
         for d in devices.iter().filter(|d| d.local) {
-            match vendor_contexts.iter_mut().find(|v| v.group == d.group) {
-                Some(v) => v.devices.push(d.clone()),
-                None => vendor_contexts.push(VendorContext {
-                    vendor: d.vendor,
-                    group: d.group,
-                    vctx: V::NULL,
-                    devices: vec![d.clone()],
-                }),
+            match groups.iter_mut().find(|(group, _, _)| *group == d.group) {
+                Some((_, _, list)) => list.push(d.clone()),
+                None => groups.push((d.group, d.vendor, vec![d.clone()])),
             }
         }
-        for v in &mut vendor_contexts {
-            let vendor = platform.vendor(v.vendor);
-            let props: [cl_context_properties; 3] = [
-                CL_CONTEXT_PLATFORM as cl_context_properties,
-                vendor.platform.0 as cl_context_properties,
-                0,
-            ];
-            let vdevs: Vec<cl_device_id> = v.devices.iter().map(|d| d.vdev.0).collect();
-            let create = vfn!(vendor.platform.0, clCreateContext)?;
-            let mut err = CL_SUCCESS;
-            // SAFETY: valid property list and vendor device handles of this vendor.
-            let vctx = unsafe {
-                create(
-                    props.as_ptr(),
-                    vdevs.len() as cl_uint,
-                    vdevs.as_ptr(),
-                    target.map(|_| forward_notify as unsafe extern "C" fn(_, _, _, _)),
-                    target.map_or(std::ptr::null_mut(), |t| t as *mut c_void),
-                    &mut err,
-                )
-            };
-            if err != CL_SUCCESS || vctx.is_null() {
-                release_vendor_contexts(&vendor_contexts);
+        let made: ClResult<Vec<VendorContext>> = groups
+            .into_iter()
+            .map(|(group, vendor, list)| {
+                let vdevs: Vec<&VDevice> = list.iter().filter_map(|d| d.vdev.as_ref()).collect();
+                let notify = target.map(|t| {
+                    (
+                        forward_notify as ContextNotify,
+                        t as *mut c_void,
+                    )
+                });
+                let vctx = platform
+                    .vendor(vendor)
+                    .platform
+                    .create_context(&vdevs, notify)?;
+                Ok(VendorContext {
+                    vendor,
+                    group,
+                    vctx,
+                    devices: list,
+                })
+            })
+            .collect();
+        let vendor_contexts = match made {
+            Ok(list) => list,
+            Err(rc) => {
+                // The contexts made before the failure were released by `collect`.
                 if let Some(t) = target {
                     // SAFETY: allocated above; no vendor context holds it any more.
                     drop(unsafe { Box::from_raw(t) });
                 }
-                return Err(if err == CL_SUCCESS {
-                    CL_OUT_OF_RESOURCES
-                } else {
-                    err
-                });
+                return Err(rc);
             }
-            v.vctx = V(vctx);
-        }
+        };
         let mut scheduler = Scheduler::new();
         for d in &devices {
             scheduler.add_device(
@@ -173,6 +169,14 @@ impl Context {
         self.devices.iter().find(|d| d.index == index)
     }
 
+    /// The vendor context of a vendor-context group (see `Device::group`).
+    pub fn vendor_context_of(&self, group: u32) -> ClResult<&VendorContext> {
+        self.vendor_contexts
+            .iter()
+            .find(|v| v.group == group)
+            .ok_or(CL_INVALID_CONTEXT)
+    }
+
     pub fn vendor_context(&self, device: &Device) -> &VendorContext {
         self.vendor_contexts
             .iter()
@@ -198,53 +202,25 @@ impl Context {
     pub fn transfer_queue(&self, device: &Device) -> ClResult<TransferQueue> {
         let mut queues = self.transfer_queues.lock();
         if let Some(q) = queues.get(&device.index) {
-            return Ok(*q);
+            return Ok(q.clone());
         }
-        debug_assert!(device.local, "transfers run on actual devices only");
-        let vctx = self.vendor_context(device).vctx;
-        let vqueue = create_vendor_queue(vctx, device.vdev, 0)?;
+        // Transfers run on actual devices only.
+        let vdev = device.vdev.as_ref().ok_or(CL_INVALID_DEVICE)?;
+        let vqueue = self.vendor_context(device).vctx.create_queue(vdev, 0)?;
         let q = TransferQueue {
-            vqueue,
+            vqueue: Arc::new(vqueue),
             stream: new_stream(),
         };
-        queues.insert(device.index, q);
+        queues.insert(device.index, q.clone());
         Ok(q)
-    }
-}
-
-/// A vendor in-order queue (`clCreateCommandQueue` is in every vendor's table).
-pub fn create_vendor_queue(
-    vctx: V,
-    vdev: V,
-    properties: cl_command_queue_properties,
-) -> ClResult<V> {
-    let create = vfn!(vctx.0, clCreateCommandQueue)?;
-    let mut err = CL_SUCCESS;
-    // SAFETY: live vendor context and device.
-    #[allow(deprecated)]
-    let q = unsafe { create(vctx.0, vdev.0, properties, &mut err) };
-    crate::check(err)?;
-    Ok(V(q))
-}
-
-fn release_vendor_contexts(list: &[VendorContext]) {
-    for v in list.iter().filter(|v| !v.vctx.0.is_null()) {
-        if let Ok(f) = vfn!(v.vctx.0, clReleaseContext) {
-            // SAFETY: we own one reference.
-            unsafe { f(v.vctx.0) };
-        }
     }
 }
 
 impl Drop for Context {
     fn drop(&mut self) {
-        for q in self.transfer_queues.get_mut().values() {
-            if let Ok(f) = vfn!(q.vqueue.0, clReleaseCommandQueue) {
-                // SAFETY: we own one reference.
-                unsafe { f(q.vqueue.0) };
-            }
-        }
-        release_vendor_contexts(&self.vendor_contexts);
+        // The vendor contexts go before the notify target they report to.
+        self.transfer_queues.get_mut().clear();
+        self.vendor_contexts.clear();
         if let Some(t) = self.notify.take() {
             // SAFETY: allocated in `new`; the vendor contexts using it are released.
             drop(unsafe { Box::from_raw(t as *mut NotifyTarget) });

@@ -6,7 +6,7 @@
 use crate::cl::*;
 use crate::issuer::Issuer;
 use crate::object::{impl_handle, Header};
-use crate::vendor::{query_bytes, V};
+use crate::vendor::VDevice;
 use crate::wire::{Reader, Writer};
 use crate::ClResult;
 use std::collections::HashMap;
@@ -57,7 +57,8 @@ pub struct Device {
     /// on every rank. A virtual device's `group` is `VIRTUAL_GROUP`, which no vendor
     /// context here has.
     pub owner_group: u32,
-    pub vdev: V,
+    /// The vendor device (none for a virtual device).
+    pub vdev: Option<VDevice>,
     pub parent: Option<Arc<Device>>,
     /// The partition properties this sub-device was created with.
     pub partition: Vec<cl_device_partition_property>,
@@ -101,18 +102,13 @@ impl Device {
         vendor_name: &str,
         vendor: u32,
         group: u32,
-        vdev: V,
+        vdev: VDevice,
         parent: Option<Arc<Device>>,
         partition: Vec<cl_device_partition_property>,
     ) -> ClResult<Device> {
-        let get = vfn!(vdev.0, clGetDeviceInfo)?;
         let mut info = HashMap::new();
         for param in DEVICE_INFO_1_2 {
-            let value = query_bytes(|size, value, ret| {
-                // SAFETY: standard two-call query on a live vendor device.
-                unsafe { get(vdev.0, param, size, value, ret) }
-            });
-            if let Ok(bytes) = value {
+            if let Ok(bytes) = vdev.info(param) {
                 info.insert(param, bytes);
             }
         }
@@ -193,7 +189,7 @@ impl Device {
             vendor,
             group,
             owner_group: group,
-            vdev,
+            vdev: Some(vdev),
             parent,
             partition,
             info,
@@ -237,7 +233,7 @@ impl Device {
             vendor: u32::MAX,
             group: VIRTUAL_GROUP,
             owner_group,
-            vdev: V::NULL,
+            vdev: None,
             parent: None,
             partition: Vec::new(),
             info,
@@ -249,15 +245,9 @@ impl Device {
     /// answered by the owner's vendor. In a cluster this is a collective, so every rank
     /// returns the owner's answer, bytes or error.
     pub fn owner_query(&self, param: cl_device_info) -> ClResult<Vec<u8>> {
-        let local = if self.local {
-            vfn!(self.vdev.0, clGetDeviceInfo).and_then(|f| {
-                query_bytes(|size, value, ret| {
-                    // SAFETY: standard two-call query on a live vendor device.
-                    unsafe { f(self.vdev.0, param, size, value, ret) }
-                })
-            })
-        } else {
-            Err(CL_INVALID_VALUE)
+        let local = match &self.vdev {
+            Some(vdev) => vdev.info(param),
+            None => Err(CL_INVALID_VALUE),
         };
         let node = crate::node::node();
         if !node.is_cluster() {
@@ -278,6 +268,38 @@ impl Device {
         }
     }
 
+    /// The owner's part of `clCreateSubDevices`: partitions the vendor device and
+    /// captures the sub-devices (or only counts them when `create` is false).
+    fn partition_here(
+        parent: &Arc<Device>,
+        props: &[cl_device_partition_property],
+        partition: &[cl_device_partition_property],
+        create: bool,
+    ) -> ClResult<(u32, Vec<Device>)> {
+        let vdev = parent.vdev.as_ref().ok_or(CL_INVALID_DEVICE)?;
+        if !create {
+            return Ok((vdev.count_sub_devices(props)?, Vec::new()));
+        }
+        let subs = vdev
+            .create_sub_devices(props)?
+            .into_iter()
+            .map(|v| {
+                Device::capture(
+                    0,
+                    parent.owner,
+                    &parent.host,
+                    &parent.vendor_name,
+                    parent.vendor,
+                    parent.group,
+                    v,
+                    Some(parent.clone()),
+                    partition.to_vec(),
+                )
+            })
+            .collect::<ClResult<Vec<_>>>()?;
+        Ok((subs.len() as u32, subs))
+    }
+
     /// `clCreateSubDevices` (`props` zero-terminated): the owner partitions its actual
     /// device and every rank learns the result from it, so sub-device indexes and
     /// answers agree everywhere. Only counts when `create` is false.
@@ -291,51 +313,7 @@ impl Device {
         let partition: Vec<_> = props[..props.len() - 1].to_vec();
         let mut local: ClResult<(u32, Vec<Device>)> = Err(CL_INVALID_DEVICE);
         if parent.local {
-            local = (|| {
-                let f = vfn!(parent.vdev.0, clCreateSubDevices)?;
-                let mut n: cl_uint = 0;
-                // SAFETY: counting call with a zero-terminated property list.
-                crate::check(unsafe {
-                    f(
-                        parent.vdev.0,
-                        props.as_ptr(),
-                        0,
-                        std::ptr::null_mut(),
-                        &mut n,
-                    )
-                })?;
-                if !create {
-                    return Ok((n, Vec::new()));
-                }
-                let mut vsubs = vec![std::ptr::null_mut(); n as usize];
-                // SAFETY: n writable entries.
-                crate::check(unsafe {
-                    f(
-                        parent.vdev.0,
-                        props.as_ptr(),
-                        n,
-                        vsubs.as_mut_ptr(),
-                        std::ptr::null_mut(),
-                    )
-                })?;
-                let subs = vsubs
-                    .into_iter()
-                    .map(|v| {
-                        Device::capture(
-                            0,
-                            parent.owner,
-                            &parent.host,
-                            &parent.vendor_name,
-                            parent.vendor,
-                            parent.group,
-                            V(v),
-                            Some(parent.clone()),
-                            partition.clone(),
-                        )
-                    })
-                    .collect::<ClResult<Vec<_>>>()?;
-                Ok((n, subs))
-            })();
+            local = Device::partition_here(parent, props, &partition, create);
         }
         let (n, descriptions, actual) = if node.is_cluster() {
             let mut w = Writer::default();

@@ -14,16 +14,17 @@ use crate::node::What;
 use crate::queue::Queue;
 use crate::remote::{self, HostSpan, Staging};
 use crate::stats::{add, COUNTERS};
-use crate::vendor::V;
+use crate::vendor::{VContext, VEvent, VMem, VQueue};
 use crate::ClResult;
 use mirrorcl_scheduler::{Access, Location, Mode, Scheduler, Step};
 use std::ffi::c_void;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-/// A vendor command: given the vendor queue, the vendor wait list and where to put the
-/// vendor event (NULL: none wanted), enqueue. Runs on the issuer thread.
-pub type VendorWork = Box<dyn FnOnce(V, &[cl_event], *mut cl_event) -> ClResult<()> + Send>;
+/// A vendor command: given the vendor queue, the vendor wait list and whether a vendor
+/// event is wanted, enqueue; returns the event. Runs on the issuer thread.
+pub type VendorWork =
+    Box<dyn FnOnce(&VQueue, &[cl_event], bool) -> ClResult<Option<VEvent>> + Send>;
 
 pub enum Work {
     Vendor(VendorWork),
@@ -155,11 +156,9 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let host_work = match (work, runs_here, shared_read) {
         (Work::Vendor(f), true, None) => {
             add(&COUNTERS.commands_issued, 1);
-            let vctx = ctx.vendor_context(&device).vctx;
             issue(
                 &device,
-                vctx,
-                queue.vqueue,
+                vendor_queue(&queue),
                 event.clone(),
                 Deps { all: deps, failing },
                 f,
@@ -171,7 +170,6 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         (Work::Vendor(f), true, Some(span)) => {
             add(&COUNTERS.commands_issued, 1);
             // The owner reads, then sends the bytes to every other rank.
-            let vctx = ctx.vendor_context(&device).vctx;
             let read = Event::new(ctx.clone(), None, cmd.command_type, queue.stream);
             event.set_outlives_vendor();
             let data_peers = remote::other_ranks();
@@ -179,8 +177,7 @@ pub fn submit(cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             remote::send_read(&read, event.clone(), data_peers, status_peers, span, what());
             issue(
                 &device,
-                vctx,
-                queue.vqueue,
+                vendor_queue(&queue),
                 read,
                 Deps { all: deps, failing },
                 f,
@@ -289,6 +286,11 @@ pub fn attach(buffer: &Arc<Buffer>, device: &Arc<Device>) -> ClResult<()> {
     Ok(())
 }
 
+/// The queue's vendor queue (only an actual device's queue has one).
+fn vendor_queue(queue: &Queue) -> ClResult<Arc<VQueue>> {
+    queue.vqueue.clone().ok_or(CL_INVALID_COMMAND_QUEUE)
+}
+
 /// What a command waits for: the application's wait list first (`failing` of them),
 /// whose failure fails the command, then what MirrorCL adds (conflicts, queue order),
 /// which only orders it: a command behind a failed one it did not ask to wait for runs.
@@ -301,8 +303,7 @@ struct Deps {
 #[allow(clippy::too_many_arguments)]
 fn issue(
     device: &Device,
-    vctx: V,
-    vqueue: V,
+    vqueue: ClResult<Arc<VQueue>>,
     event: Arc<Event>,
     deps: Deps,
     f: VendorWork,
@@ -310,10 +311,11 @@ fn issue(
     blocking: bool,
 ) {
     let stream = event.stream;
+    let group = device.group;
     let Deps { all: deps, failing } = deps;
     let free = deps.iter().all(|d| d.is_done());
     let info = JobInfo {
-        vqueue,
+        vqueue: vqueue.as_ref().map_or(0, |q| q.raw() as usize),
         event: Arc::as_ptr(&event) as usize,
         may_share: !blocking
             && !event.profiling
@@ -344,37 +346,35 @@ fn issue(
             // until a flush).
             state.flush();
         }
+        // The vendor context outlives the command: its event holds the context.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let vqueue = vqueue?;
+            let vctx = &event.context.vendor_context_of(group)?.vctx;
             let waits = VendorWaits::resolve(&deps, failing, vctx, stream)?;
-            let mut ev: cl_event = std::ptr::null_mut();
-            let out = if share {
-                std::ptr::null_mut()
-            } else {
-                &mut ev as *mut cl_event
-            };
-            let result = f(vqueue, &waits.list, out);
-            waits.release_own();
-            result.map(|()| ev)
+            let vev = f(&vqueue, &waits.list, !share)?;
+            Ok::<_, cl_int>((vqueue, vctx.key(), vev))
         }));
         match result {
-            Ok(Ok(_)) if share => {
-                state.defer(vqueue, vctx, stream, event.clone());
-                state.touched(vqueue);
+            Ok(Ok((vqueue, context, _))) if share => {
+                state.defer(&vqueue, context, stream, event.clone());
+                state.touched(&vqueue);
             }
-            Ok(Ok(vev)) => {
+            Ok(Ok((vqueue, context, Some(vev)))) => {
                 // Earlier commands first: whoever sees this one done may look at them.
-                state.back_with(vqueue, V(vev));
+                state.back_with(&vqueue, &vev);
                 event.attach_vendor(VendorEvent {
-                    ev: V(vev),
-                    vctx,
+                    ev: vev,
+                    context,
                     stream,
                 });
-                state.touched(vqueue);
+                state.touched(&vqueue);
                 if blocking {
                     // The vendor call returned with the bytes in place.
                     event.poll();
                 }
             }
+            // A vendor that returned no event where one was asked for.
+            Ok(Ok((_, _, None))) => event.complete(CL_OUT_OF_RESOURCES),
             Ok(Err(rc)) => event.complete(rc),
             Err(_) => event.complete(CL_OUT_OF_RESOURCES),
         }
@@ -391,12 +391,20 @@ fn issue(
 /// host-side command, a command not issued yet) through a vendor user event that
 /// MirrorCL completes when the dependency does.
 struct VendorWaits {
+    /// Borrowed from the dependencies' vendor events and from `bridges`.
     list: Vec<cl_event>,
-    bridges: Vec<V>,
+    /// The issuer's references to the bridges (the vendor holds its own for the
+    /// commands waiting on them).
+    bridges: Vec<VEvent>,
 }
 
 impl VendorWaits {
-    fn resolve(deps: &[Arc<Event>], failing: usize, vctx: V, stream: u64) -> ClResult<VendorWaits> {
+    fn resolve(
+        deps: &[Arc<Event>],
+        failing: usize,
+        vctx: &VContext,
+        stream: u64,
+    ) -> ClResult<VendorWaits> {
         let mut waits = VendorWaits {
             list: Vec::new(),
             bridges: Vec::new(),
@@ -407,68 +415,34 @@ impl VendorWaits {
                 continue;
             }
             if status < 0 {
-                waits.release_own();
                 return Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
             }
             if let Some(v) = dep.vendor() {
                 if v.stream == stream {
                     continue;
                 }
-                if v.vctx == vctx {
-                    waits.list.push(v.ev.0);
+                if v.context == vctx.key() {
+                    waits.list.push(v.ev.raw());
                     continue;
                 }
             }
-            match bridge(dep, vctx) {
-                Ok(ue) => {
-                    waits.list.push(ue.0);
-                    waits.bridges.push(ue);
-                }
-                Err(rc) => {
-                    waits.release_own();
-                    return Err(rc);
-                }
-            }
+            let ue = bridge(dep, vctx)?;
+            waits.list.push(ue.raw());
+            waits.bridges.push(ue);
         }
         Ok(waits)
-    }
-
-    /// Drops the issuer's references to the bridge events (the vendor holds its own for
-    /// the commands waiting on them).
-    fn release_own(&self) {
-        for ue in &self.bridges {
-            release_event(*ue);
-        }
-    }
-}
-
-fn release_event(e: V) {
-    if let Ok(f) = vfn!(e.0, clReleaseEvent) {
-        // SAFETY: we own one reference.
-        unsafe { f(e.0) };
     }
 }
 
 /// A vendor user event in `vctx` that completes with `dep`.
-fn bridge(dep: &Arc<Event>, vctx: V) -> ClResult<V> {
-    let create = vfn!(vctx.0, clCreateUserEvent)?;
-    let mut err = CL_SUCCESS;
-    // SAFETY: live vendor context.
-    let ue = V(unsafe { create(vctx.0, &mut err) });
-    crate::check(err)?;
-    let retain = vfn!(ue.0, clRetainEvent)?;
-    // SAFETY: live vendor event; this reference belongs to the completion callback.
-    unsafe { retain(ue.0) };
+fn bridge(dep: &Arc<Event>, vctx: &VContext) -> ClResult<VEvent> {
+    let ue = vctx.create_user_event()?;
+    let completer = ue.clone();
     dep.on_done(move |status| {
-        if let Ok(set) = vfn!(ue.0, clSetUserEventStatus) {
-            // Always CL_COMPLETE: a vendor queue behind a failed user event may stall or
-            // abort (PoCL 3.1); the MirrorCL event of the waiting command already failed.
-            let _ = status;
-            let s = CL_COMPLETE;
-            // SAFETY: live vendor user event, status set once.
-            unsafe { set(ue.0, s) };
-        }
-        release_event(ue);
+        // Always CL_COMPLETE: a vendor queue behind a failed user event may stall or
+        // abort (PoCL 3.1); the MirrorCL event of the waiting command already failed.
+        let _ = status;
+        let _ = completer.set_user_status(CL_COMPLETE);
     });
     Ok(ue)
 }
@@ -719,24 +693,8 @@ fn local_copy(
     let tq = ctx.transfer_queue(device)?;
     let src = root.instance(src_dev)?;
     let dst = root.instance(device)?;
-    let work: VendorWork = Box::new(move |q, waits, out| {
-        let f = vfn!(q.0, clEnqueueCopyBuffer)?;
-        // SAFETY: live vendor objects of one context; range inside both.
-        crate::check(unsafe {
-            f(
-                q.0,
-                src.get(),
-                dst.get(),
-                offset,
-                offset,
-                len,
-                waits.len() as cl_uint,
-                wait_ptr(waits),
-                out,
-            )
-        })?;
-        Ok(())
-    });
+    let work: VendorWork =
+        Box::new(move |q, waits, want| q.copy_buffer(&src, &dst, offset, offset, len, waits, want));
     Ok(issue_transfer(
         ctx,
         device,
@@ -763,8 +721,21 @@ fn local_transfer(
 ) -> ClResult<Arc<Event>> {
     let tq = ctx.transfer_queue(device)?;
     let mem = root.instance(device)?;
-    let work: VendorWork = Box::new(move |q, waits, out| {
-        vendor_rw(q, mem, write, false, offset, len, host, waits, out)
+    let work: VendorWork = Box::new(move |q, waits, want| {
+        // SAFETY: the step keeps its host memory (the buffer's host copy, or a staging
+        // block held until its bytes are sent or written) until the command completes.
+        unsafe {
+            q.read_write(
+                &mem,
+                write,
+                false,
+                offset,
+                len,
+                host as *mut c_void,
+                waits,
+                want,
+            )
+        }
     });
     let command_type = if write {
         CL_COMMAND_WRITE_BUFFER
@@ -793,11 +764,9 @@ fn issue_transfer(
 ) -> Arc<Event> {
     let event = Event::new(ctx.clone(), None, command_type, tq.stream);
     event.keep(root.clone());
-    let vctx = ctx.vendor_context(device).vctx;
     issue(
         device,
-        vctx,
-        tq.vqueue,
+        Ok(tq.vqueue),
         event.clone(),
         Deps {
             all: deps,
@@ -808,14 +777,6 @@ fn issue_transfer(
         false,
     );
     event
-}
-
-pub fn wait_ptr(waits: &[cl_event]) -> *const cl_event {
-    if waits.is_empty() {
-        std::ptr::null()
-    } else {
-        waits.as_ptr()
-    }
 }
 
 /// Waits for a blocking command; a failed command reports
@@ -854,65 +815,13 @@ pub fn rect_span(
 /// never reach a vendor here. A failure (the vendor cannot allocate it) is carried into
 /// the command, which then fails with it: its event reports it on every rank, where an
 /// error returned here would be returned on the owner alone.
-fn device_instance(queue: &Queue, b: &Buffer) -> ClResult<V> {
+fn device_instance(queue: &Queue, b: &Buffer) -> ClResult<Arc<VMem>> {
     if queue.device.local {
         b.instance(&queue.device)
     } else {
-        Ok(V::NULL)
+        // Never used: the command does not run here.
+        Err(CL_INVALID_DEVICE)
     }
-}
-
-/// One vendor read (`write == false`) or write of `len` bytes at `offset` between a
-/// vendor buffer and host memory; returns the vendor event.
-#[allow(clippy::too_many_arguments)]
-fn vendor_rw(
-    q: V,
-    mem: V,
-    write: bool,
-    blocking: bool,
-    offset: usize,
-    len: usize,
-    host: usize,
-    waits: &[cl_event],
-    out: *mut cl_event,
-) -> ClResult<()> {
-    let n = waits.len() as cl_uint;
-    let rc = if write {
-        let f = vfn!(q.0, clEnqueueWriteBuffer)?;
-        // SAFETY: a validated range of a live vendor buffer; the caller keeps `host`
-        // valid until the command completes.
-        unsafe {
-            f(
-                q.0,
-                mem.0,
-                blocking as cl_bool,
-                offset,
-                len,
-                host as *const c_void,
-                n,
-                wait_ptr(waits),
-                out,
-            )
-        }
-    } else {
-        let f = vfn!(q.0, clEnqueueReadBuffer)?;
-        // SAFETY: as above.
-        unsafe {
-            f(
-                q.0,
-                mem.0,
-                blocking as cl_bool,
-                offset,
-                len,
-                host as *mut c_void,
-                n,
-                wait_ptr(waits),
-                out,
-            )
-        }
-    };
-    crate::check(rc)?;
-    Ok(())
 }
 
 /// `clEnqueueReadBuffer` (`write == false`) and `clEnqueueWriteBuffer`.
@@ -952,8 +861,21 @@ pub fn rw_buffer(
             blocking,
             fills_host: (!write).then_some(HostSpan::Contiguous { ptr, len: size }),
         },
-        Work::Vendor(Box::new(move |q, waits, out| {
-            vendor_rw(q, m?, write, blocking, offset, size, ptr, waits, out)
+        Work::Vendor(Box::new(move |q, waits, want| {
+            // SAFETY: the application keeps `ptr` valid until the command completes
+            // (OpenCL 1.2 §5.2.2); `size` bytes there were validated.
+            unsafe {
+                q.read_write(
+                    &*m?,
+                    write,
+                    blocking,
+                    offset,
+                    size,
+                    ptr as *mut c_void,
+                    waits,
+                    want,
+                )
+            }
         })),
     )?;
     finish_blocking(&event, blocking)?;
@@ -984,35 +906,13 @@ pub fn copy_buffer(
             blocking: false,
             fills_host: None,
         },
-        Work::Vendor(Box::new(move |q, waits, out| {
-            let (s, d) = (s?, d?);
-            let f = vfn!(q.0, clEnqueueCopyBuffer)?;
-            // SAFETY: validated ranges on live vendor buffers.
-            crate::check(unsafe {
-                f(
-                    q.0,
-                    s.get(),
-                    d.get(),
-                    src_offset,
-                    dst_offset,
-                    size,
-                    waits.len() as cl_uint,
-                    wait_ptr(waits),
-                    out,
-                )
-            })?;
-            Ok(())
+        Work::Vendor(Box::new(move |q, waits, want| {
+            q.copy_buffer(&*s?, &*d?, src_offset, dst_offset, size, waits, want)
         })),
     )
 }
 
-/// Origin, region and pitches of one side of a rectangular transfer.
-#[derive(Clone, Copy)]
-pub struct Rect {
-    pub origin: [usize; 3],
-    pub row_pitch: usize,
-    pub slice_pitch: usize,
-}
+pub use crate::vendor::Rect;
 
 impl Rect {
     pub fn span(&self, region: [usize; 3]) -> Range<usize> {
@@ -1057,54 +957,21 @@ pub fn rw_rect(
                 slice_pitch: host.slice_pitch,
             }),
         },
-        Work::Vendor(Box::new(move |q, waits, out| {
-            let m = m?;
-            let n = waits.len() as cl_uint;
-            // SAFETY: validated rectangles; the application keeps ptr valid until completion.
-            let rc = if write {
-                let f = vfn!(q.0, clEnqueueWriteBufferRect)?;
-                unsafe {
-                    f(
-                        q.0,
-                        m.get(),
-                        CL_FALSE,
-                        buf.origin.as_ptr(),
-                        host.origin.as_ptr(),
-                        region.as_ptr(),
-                        buf.row_pitch,
-                        buf.slice_pitch,
-                        host.row_pitch,
-                        host.slice_pitch,
-                        ptr as *const c_void,
-                        n,
-                        wait_ptr(waits),
-                        out,
-                    )
-                }
-            } else {
-                let f = vfn!(q.0, clEnqueueReadBufferRect)?;
-                // SAFETY: as above.
-                unsafe {
-                    f(
-                        q.0,
-                        m.get(),
-                        CL_FALSE,
-                        buf.origin.as_ptr(),
-                        host.origin.as_ptr(),
-                        region.as_ptr(),
-                        buf.row_pitch,
-                        buf.slice_pitch,
-                        host.row_pitch,
-                        host.slice_pitch,
-                        ptr as *mut c_void,
-                        n,
-                        wait_ptr(waits),
-                        out,
-                    )
-                }
-            };
-            crate::check(rc)?;
-            Ok(())
+        Work::Vendor(Box::new(move |q, waits, want| {
+            // SAFETY: validated rectangles; the application keeps `ptr` valid until
+            // the command completes.
+            unsafe {
+                q.read_write_rect(
+                    &*m?,
+                    write,
+                    &buf,
+                    &host,
+                    &region,
+                    ptr as *mut c_void,
+                    waits,
+                    want,
+                )
+            }
         })),
     )?;
     finish_blocking(&event, blocking)?;
@@ -1135,28 +1002,8 @@ pub fn copy_rect(
             blocking: false,
             fills_host: None,
         },
-        Work::Vendor(Box::new(move |q, waits, out| {
-            let (sm, dm) = (sm?, dm?);
-            let f = vfn!(q.0, clEnqueueCopyBufferRect)?;
-            // SAFETY: validated rectangles on live vendor buffers.
-            crate::check(unsafe {
-                f(
-                    q.0,
-                    sm.get(),
-                    dm.get(),
-                    s.origin.as_ptr(),
-                    d.origin.as_ptr(),
-                    region.as_ptr(),
-                    s.row_pitch,
-                    s.slice_pitch,
-                    d.row_pitch,
-                    d.slice_pitch,
-                    waits.len() as cl_uint,
-                    wait_ptr(waits),
-                    out,
-                )
-            })?;
-            Ok(())
+        Work::Vendor(Box::new(move |q, waits, want| {
+            q.copy_rect(&*sm?, &*dm?, &s, &d, &region, waits, want)
         })),
     )
 }
@@ -1180,24 +1027,8 @@ pub fn fill_buffer(
             blocking: false,
             fills_host: None,
         },
-        Work::Vendor(Box::new(move |q, waits, out| {
-            let m = m?;
-            let f = vfn!(q.0, clEnqueueFillBuffer)?;
-            // SAFETY: validated pattern and range; the vendor copies the pattern.
-            crate::check(unsafe {
-                f(
-                    q.0,
-                    m.get(),
-                    pattern.as_ptr() as *const c_void,
-                    pattern.len(),
-                    offset,
-                    size,
-                    waits.len() as cl_uint,
-                    wait_ptr(waits),
-                    out,
-                )
-            })?;
-            Ok(())
+        Work::Vendor(Box::new(move |q, waits, want| {
+            q.fill(&*m?, &pattern, offset, size, waits, want)
         })),
     )
 }
@@ -1328,12 +1159,9 @@ pub fn migrate(
     let work = if to_host {
         Work::Host
     } else {
-        Work::Vendor(Box::new(move |q, waits, out| {
+        Work::Vendor(Box::new(move |q, waits, want| {
             instances?;
-            let f = vfn!(q.0, clEnqueueMarkerWithWaitList)?;
-            // SAFETY: live vendor queue and events.
-            crate::check(unsafe { f(q.0, waits.len() as cl_uint, wait_ptr(waits), out) })?;
-            Ok(())
+            q.marker(waits, want)
         }))
     };
     submit(
@@ -1387,12 +1215,15 @@ pub fn ndrange(
                         Mode::ReadWrite
                     },
                 ));
-                VendorArg::Mem(device_instance(queue, b).unwrap_or_else(|rc| {
-                    instance_failure.get_or_insert(rc);
-                    V::NULL
-                }))
+                match device_instance(queue, b) {
+                    Ok(m) => VendorArg::Mem(Some(m)),
+                    Err(rc) => {
+                        instance_failure.get_or_insert(rc);
+                        VendorArg::Mem(None)
+                    }
+                }
             }
-            ArgValue::Mem(None) => VendorArg::Mem(V::NULL),
+            ArgValue::Mem(None) => VendorArg::Mem(None),
             ArgValue::Local(n) => VendorArg::Local(*n),
             ArgValue::Bytes(b) => VendorArg::Bytes(b.clone()),
         });
@@ -1409,29 +1240,20 @@ pub fn ndrange(
             blocking: false,
             fills_host: None,
         },
-        Work::Vendor(Box::new(move |q, waits, out| {
+        Work::Vendor(Box::new(move |q, waits, want| {
             if let Some(rc) = instance_failure {
                 return Err(rc);
             }
             let vk = k.apply_args(&device, &vendor_args)?;
-            let f = vfn!(q.0, clEnqueueNDRangeKernel)?;
-            let off = offset.as_ref().map_or(std::ptr::null(), |o| o.as_ptr());
-            let loc = local.as_ref().map_or(std::ptr::null(), |l| l.as_ptr());
-            // SAFETY: validated dimensions and sizes; arguments set above.
-            crate::check(unsafe {
-                f(
-                    q.0,
-                    vk.0,
-                    dims,
-                    off,
-                    global.as_ptr(),
-                    loc,
-                    waits.len() as cl_uint,
-                    wait_ptr(waits),
-                    out,
-                )
-            })?;
-            Ok(())
+            let dims = dims as usize;
+            q.ndrange(
+                vk,
+                offset.as_ref().map(|o| &o[..dims]),
+                &global[..dims],
+                local.as_ref().map(|l| &l[..dims]),
+                waits,
+                want,
+            )
         })),
     )
 }

@@ -7,7 +7,7 @@ use crate::cl::*;
 use crate::context::Context;
 use crate::object::{impl_handle, Header};
 use crate::queue::Queue;
-use crate::vendor::V;
+use crate::vendor::{ContextKey, VEvent};
 use crate::ClResult;
 use parking_lot::{Condvar, Mutex};
 use std::any::Any;
@@ -28,18 +28,16 @@ enum Callback {
 }
 
 /// The vendor event a command was issued as.
-#[derive(Clone, Copy)]
 pub struct VendorEvent {
-    pub ev: V,
+    pub ev: VEvent,
     /// The vendor context it belongs to: only there can it be waited on directly.
-    pub vctx: V,
+    pub context: ContextKey,
     pub stream: u64,
 }
 
 #[derive(Default)]
 struct State {
     callbacks: Vec<Callback>,
-    vendor: Option<VendorEvent>,
     /// Whether the vendor was asked to call back on completion. Only events somebody
     /// waits on asynchronously (callbacks, dependencies across vendors) need it; the
     /// rest complete when a waiter waits in the vendor or a poll finds them done.
@@ -58,6 +56,9 @@ pub struct Event {
     /// The in-order stream the command runs on (commands of one stream need no
     /// dependencies between them).
     pub stream: u64,
+    /// Set once, when the command reaches its vendor (read without a lock by polls and
+    /// by the commands that wait on it).
+    vendor: OnceLock<VendorEvent>,
     /// Sequence number in enqueue order, for diagnostics.
     pub seq: u64,
     pub profiling: bool,
@@ -131,6 +132,7 @@ impl Event {
             queue_handle: queue.map_or(0, |q| Arc::as_ptr(q) as usize),
             command_type,
             stream,
+            vendor: OnceLock::new(),
             seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
             profiling,
             outlives_vendor: std::sync::atomic::AtomicBool::new(false),
@@ -205,15 +207,20 @@ impl Event {
         self.state.lock().keep.extend(objs);
     }
 
-    pub fn vendor(&self) -> Option<VendorEvent> {
-        self.state.lock().vendor
+    pub fn vendor(&self) -> Option<&VendorEvent> {
+        self.vendor.get()
     }
 
     /// The command reached its vendor: it now completes with the vendor event.
     pub fn attach_vendor(self: &Arc<Self>, vendor: VendorEvent) {
+        if self.vendor.set(vendor).is_err() {
+            tracing::error!("a command was issued twice; keeping its first vendor event");
+            return;
+        }
         let wants_callback = {
-            let mut st = self.state.lock();
-            st.vendor = Some(vendor);
+            // Set before the lock is taken: a waiter that found no vendor event under
+            // the lock is parked by the time this notifies.
+            let st = self.state.lock();
             self.done.notify_all();
             !st.callbacks.is_empty()
         };
@@ -225,21 +232,19 @@ impl Event {
 
     /// Asks the vendor to report completion (once), if the command reached it.
     fn request_vendor_callback(self: &Arc<Self>) {
-        let vendor = {
-            let mut st = self.state.lock();
-            match st.vendor {
-                Some(v) if !st.vendor_callback => {
-                    st.vendor_callback = true;
-                    v
-                }
-                _ => return,
-            }
+        let Some(vendor) = self.vendor() else {
+            return;
         };
+        {
+            let mut st = self.state.lock();
+            if st.vendor_callback {
+                return;
+            }
+            st.vendor_callback = true;
+        }
         let raw = Arc::into_raw(self.clone()) as *mut c_void;
-        let rc = vfn!(vendor.ev.0, clSetEventCallback).and_then(|f| {
-            // SAFETY: live vendor event; the trampoline takes back the Arc passed here.
-            crate::check(unsafe { f(vendor.ev.0, CL_COMPLETE, Some(vendor_complete), raw) })
-        });
+        // SAFETY: the trampoline takes back the Arc passed here, exactly once.
+        let rc = unsafe { vendor.ev.on_complete(vendor_complete, raw) };
         match rc {
             // Some vendors (PoCL 3.1) never call back for an event already complete
             // when the callback is registered, which the specification requires.
@@ -256,11 +261,9 @@ impl Event {
     }
 
     /// Blocks in the vendor until its event is done, then completes this event.
-    fn wait_vendor(self: &Arc<Self>, vendor: VendorEvent) {
-        if let Ok(f) = vfn!(vendor.ev.0, clWaitForEvents) {
-            // SAFETY: one live vendor event.
-            unsafe { f(1, &vendor.ev.0) };
-        }
+    fn wait_vendor(self: &Arc<Self>, vendor: &VendorEvent) {
+        // A failed wait is found by the poll below (or the deadline).
+        let _ = vendor.ev.wait();
         self.poll();
     }
 
@@ -273,25 +276,13 @@ impl Event {
         let Some(v) = self.vendor() else {
             return false;
         };
-        let Ok(f) = vfn!(v.ev.0, clGetEventInfo) else {
-            return false;
-        };
-        let mut status: cl_int = CL_QUEUED;
-        // SAFETY: live vendor event; out-pointer of the documented size.
-        let rc = unsafe {
-            f(
-                v.ev.0,
-                CL_EVENT_COMMAND_EXECUTION_STATUS,
-                std::mem::size_of::<cl_int>(),
-                &mut status as *mut cl_int as *mut c_void,
-                std::ptr::null_mut(),
-            )
-        };
-        if rc == CL_SUCCESS && status <= CL_COMPLETE {
-            self.complete(status);
-            return true;
+        match v.ev.status() {
+            Ok(status) if status <= CL_COMPLETE => {
+                self.complete(status);
+                true
+            }
+            _ => false,
         }
-        false
     }
 
     /// Moves the status forward to `stage` (never back), running callbacks due.
@@ -496,7 +487,7 @@ impl Event {
             // Not issued yet, or the vendor gave up on it without saying (a failed
             // dependency): park until MirrorCL attaches or completes it.
             let mut st = self.state.lock();
-            if self.is_done() || (!waited_in_vendor && st.vendor.is_some()) {
+            if self.is_done() || (!waited_in_vendor && self.vendor().is_some()) {
                 continue;
             }
             match deadline {
@@ -558,22 +549,8 @@ impl Event {
             CL_PROFILING_COMMAND_END => 3,
             _ => return Err(CL_INVALID_VALUE),
         };
-        if let Some(v) = self.vendor() {
-            let f = vfn!(v.ev.0, clGetEventProfilingInfo)?;
-            let mut value: cl_ulong = 0;
-            // SAFETY: live vendor event, out-pointer of the documented size.
-            let rc = unsafe {
-                f(
-                    v.ev.0,
-                    param,
-                    std::mem::size_of::<cl_ulong>(),
-                    &mut value as *mut cl_ulong as *mut c_void,
-                    std::ptr::null_mut(),
-                )
-            };
-            if rc == CL_SUCCESS {
-                return Ok(value);
-            }
+        if let Some(Ok(value)) = self.vendor().map(|v| v.ev.profiling_info(param)) {
+            return Ok(value);
         }
         let t: Vec<u64> = self
             .times
@@ -588,17 +565,6 @@ impl Event {
             }
         }
         Ok(out)
-    }
-}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        if let Some(v) = self.state.get_mut().vendor.take() {
-            if let Ok(f) = vfn!(v.ev.0, clReleaseEvent) {
-                // SAFETY: we own one reference to the vendor event.
-                unsafe { f(v.ev.0) };
-            }
-        }
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::cl::*;
 use crate::event::{Event, VendorEvent};
-use crate::vendor::V;
+use crate::vendor::{ContextKey, VEvent, VQueue};
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 /// Commands issued on one vendor queue without a vendor event of their own, waiting for
 /// the next command on that queue that has one.
 struct Deferred {
-    vqueue: V,
-    vctx: V,
+    vqueue: Arc<VQueue>,
+    context: ContextKey,
     stream: u64,
     events: Vec<Arc<Event>>,
 }
@@ -25,25 +25,36 @@ struct Deferred {
 /// follow shares that command's event (see `run`).
 #[derive(Default)]
 pub struct IssuerState {
-    dirty: Vec<V>,
+    /// Held, not borrowed: the application may release a queue while its flush is due.
+    dirty: Vec<Arc<VQueue>>,
     deferred: Vec<Deferred>,
 }
 
 impl IssuerState {
-    pub fn touched(&mut self, queue: V) {
-        if !self.dirty.contains(&queue) {
-            self.dirty.push(queue);
+    pub fn touched(&mut self, queue: &Arc<VQueue>) {
+        if !self.dirty.iter().any(|q| Arc::ptr_eq(q, queue)) {
+            self.dirty.push(queue.clone());
         }
     }
 
     /// `event`'s command went to `vqueue` without a vendor event: it completes with the
     /// next command there that has one.
-    pub fn defer(&mut self, vqueue: V, vctx: V, stream: u64, event: Arc<Event>) {
-        match self.deferred.iter_mut().find(|d| d.vqueue == vqueue) {
+    pub fn defer(
+        &mut self,
+        vqueue: &Arc<VQueue>,
+        context: ContextKey,
+        stream: u64,
+        event: Arc<Event>,
+    ) {
+        match self
+            .deferred
+            .iter_mut()
+            .find(|d| Arc::ptr_eq(&d.vqueue, vqueue))
+        {
             Some(d) => d.events.push(event),
             None => self.deferred.push(Deferred {
-                vqueue,
-                vctx,
+                vqueue: vqueue.clone(),
+                context,
                 stream,
                 events: vec![event],
             }),
@@ -53,21 +64,19 @@ impl IssuerState {
     /// A command on `vqueue` got its own vendor event `ev`: the deferred commands before
     /// it on that in-order queue complete with it. Called before that command's own
     /// event is attached, so whoever sees it done also finds them done.
-    pub fn back_with(&mut self, vqueue: V, ev: V) {
-        let Some(i) = self.deferred.iter().position(|d| d.vqueue == vqueue) else {
+    pub fn back_with(&mut self, vqueue: &Arc<VQueue>, ev: &VEvent) {
+        let Some(i) = self
+            .deferred
+            .iter()
+            .position(|d| Arc::ptr_eq(&d.vqueue, vqueue))
+        else {
             return;
         };
         let d = self.deferred.swap_remove(i);
-        let Ok(retain) = vfn!(ev.0, clRetainEvent) else {
-            finish_deferred(d);
-            return;
-        };
         for e in &d.events {
-            // SAFETY: a live vendor event; each MirrorCL event releases its reference.
-            unsafe { retain(ev.0) };
             e.attach_vendor(VendorEvent {
-                ev,
-                vctx: d.vctx,
+                ev: ev.clone(),
+                context: d.context,
                 stream: d.stream,
             });
         }
@@ -80,20 +89,17 @@ impl IssuerState {
             finish_deferred(d);
         }
         for q in self.dirty.drain(..) {
-            if let Ok(f) = vfn!(q.0, clFlush) {
-                // SAFETY: a live vendor queue this issuer enqueued to.
-                unsafe { f(q.0) };
-            }
+            // A failed flush shows as the commands' own failures.
+            let _ = q.flush();
         }
     }
 }
 
 /// Completes deferred commands whose backing command failed: waits for their queue.
 fn finish_deferred(d: Deferred) {
-    let status = match vfn!(d.vqueue.0, clFinish) {
-        // SAFETY: a live vendor queue.
-        Ok(f) if unsafe { f(d.vqueue.0) } == CL_SUCCESS => CL_COMPLETE,
-        _ => CL_OUT_OF_RESOURCES,
+    let status = match d.vqueue.finish() {
+        Ok(()) => CL_COMPLETE,
+        Err(_) => CL_OUT_OF_RESOURCES,
     };
     for e in &d.events {
         e.complete(status);
@@ -103,7 +109,8 @@ fn finish_deferred(d: Deferred) {
 /// What the issuer knows of a job before running it, to decide which kernels may share
 /// a later command's vendor event.
 pub struct JobInfo {
-    pub vqueue: V,
+    /// The vendor queue it goes to (by address), for sharing events within a queue.
+    pub vqueue: usize,
     /// The command's event (by address), for the dependency check.
     pub event: usize,
     /// A kernel launch on a non-profiling queue, not blocking, with every dependency done
@@ -175,7 +182,7 @@ fn run(rx: Receiver<Job>, spin: Duration) {
 fn sharing(batch: &[Job]) -> Vec<bool> {
     let mut share = vec![false; batch.len()];
     // Per vendor queue, whether the next job of the batch on it is free.
-    let mut later_queues: Vec<(V, bool)> = Vec::new();
+    let mut later_queues: Vec<(usize, bool)> = Vec::new();
     let mut waited_for: rustc_hash::FxHashSet<usize> = Default::default();
     let mut blocking_later = false;
     for (i, job) in batch.iter().enumerate().rev() {

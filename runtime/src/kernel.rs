@@ -7,7 +7,7 @@ use crate::device::Device;
 use crate::memory::Buffer;
 use crate::object::{impl_handle, Header};
 use crate::program::Program;
-use crate::vendor::{query_bytes, V};
+use crate::vendor::{VDevice, VKernel, VMem};
 use crate::wire::{Reader, Writer};
 use crate::ClResult;
 use parking_lot::Mutex;
@@ -24,10 +24,19 @@ pub enum ArgValue {
     Bytes(Vec<u8>),
 }
 
-/// An argument as a device's vendor kernel has it.
-#[derive(Clone, PartialEq, Eq)]
+/// An argument as a device's vendor kernel is to have it.
+#[derive(Clone)]
 pub enum VendorArg {
-    Mem(V),
+    /// A vendor buffer (shared with the buffer it belongs to), or NULL.
+    Mem(Option<Arc<VMem>>),
+    Local(usize),
+    Bytes(Vec<u8>),
+}
+
+/// What a vendor kernel's argument is set to now: buffers are not remembered (they are
+/// always set again, see `Kernel::apply_args`), so the kernel never keeps one alive.
+#[derive(Clone, PartialEq, Eq)]
+enum SetArg {
     Local(usize),
     Bytes(Vec<u8>),
 }
@@ -40,9 +49,9 @@ pub struct ArgInfo {
 }
 
 struct DeviceKernel {
-    vk: V,
+    vk: VKernel,
     /// What the vendor kernel's arguments are set to now.
-    set: Mutex<Vec<Option<VendorArg>>>,
+    set: Mutex<Vec<Option<SetArg>>>,
     limits: WorkGroupLimits,
 }
 
@@ -67,29 +76,13 @@ pub struct Kernel {
     devices: HashMap<u32, DeviceKernel>,
     /// A vendor kernel per vendor, used only by application threads (argument
     /// validation and queries), never enqueued.
-    probes: Vec<(u32, V)>,
+    probes: Vec<(u32, VKernel)>,
     pub args: Mutex<Vec<Option<ArgValue>>>,
     /// What the vendors said of the kernel, the same on every rank.
     pub facts: KernelFacts,
 }
 
 impl_handle!(Kernel, Kernel, CL_INVALID_KERNEL);
-
-fn create_vendor_kernel(vp: V, name: &CString) -> ClResult<V> {
-    let f = vfn!(vp.0, clCreateKernel)?;
-    let mut err = CL_SUCCESS;
-    // SAFETY: live vendor program, NUL-terminated name.
-    let k = unsafe { f(vp.0, name.as_ptr(), &mut err) };
-    crate::check(err)?;
-    Ok(V(k))
-}
-
-fn release_kernel(k: V) {
-    if let Ok(f) = vfn!(k.0, clReleaseKernel) {
-        // SAFETY: we own one reference.
-        unsafe { f(k.0) };
-    }
-}
 
 /// A query's answer: the bytes, or the error the vendor gave.
 pub type Answer = Result<Vec<u8>, cl_int>;
@@ -152,26 +145,14 @@ fn value_of<T: Copy + Default>(a: Option<&Answer>) -> T {
 
 impl KernelFacts {
     /// The kernel-wide facts from one vendor kernel.
-    fn describe(probe: V) -> KernelFacts {
-        let num_args: cl_uint = kernel_info_value(probe, CL_KERNEL_NUM_ARGS).unwrap_or(0);
-        let attributes = vfn!(probe.0, clGetKernelInfo).ok().and_then(|f| {
-            kernel_query(probe, |kk, size, value, ret| {
-                // SAFETY: standard two-call query.
-                unsafe { f(kk.0, CL_KERNEL_ATTRIBUTES, size, value, ret) }
-            })
-            .ok()
-        });
+    fn describe(probe: &VKernel) -> KernelFacts {
+        let num_args: cl_uint = probe.info_value(CL_KERNEL_NUM_ARGS).unwrap_or(0);
+        let attributes = probe.info(CL_KERNEL_ATTRIBUTES).ok();
         let args = (0..num_args)
             .map(|i| {
                 ARG_QUERIES
                     .iter()
-                    .map(|&param| {
-                        let f = vfn!(probe.0, clGetKernelArgInfo)?;
-                        kernel_query(probe, |kk, size, value, ret| {
-                            // SAFETY: standard two-call query.
-                            unsafe { f(kk.0, i, param, size, value, ret) }
-                        })
-                    })
+                    .map(|&param| probe.arg_info(i, param))
                     .collect()
             })
             .collect();
@@ -183,16 +164,10 @@ impl KernelFacts {
         }
     }
 
-    fn device_answers(vk: V, vdev: V) -> Vec<Answer> {
+    fn device_answers(vk: &VKernel, vdev: &VDevice) -> Vec<Answer> {
         WORK_GROUP_QUERIES
             .iter()
-            .map(|&param| {
-                let f = vfn!(vk.0, clGetKernelWorkGroupInfo)?;
-                kernel_query(vk, |kk, size, value, ret| {
-                    // SAFETY: standard two-call query on a fresh kernel.
-                    unsafe { f(kk.0, vdev.0, param, size, value, ret) }
-                })
-            })
+            .map(|&param| vk.work_group_info(vdev, param))
             .collect()
     }
 
@@ -266,18 +241,15 @@ impl KernelFacts {
     }
 }
 
-type LocalKernels = (Vec<(u32, V)>, HashMap<u32, DeviceKernel>);
+type LocalKernels = (Vec<(u32, VKernel)>, HashMap<u32, DeviceKernel>);
 
 /// The vendor kernels of this rank's devices the program is built for: one per device
 /// and one probe per vendor program.
 fn create_local(program: &Program, name: &CString) -> ClResult<LocalKernels> {
     let mut probes = Vec::new();
     let mut devices: HashMap<u32, DeviceKernel> = HashMap::default();
-    let cleanup = |probes: &[(u32, V)], devices: &HashMap<u32, DeviceKernel>| {
-        probes.iter().for_each(|(_, k)| release_kernel(*k));
-        devices.values().for_each(|d| release_kernel(d.vk));
-    };
-    for &(vendor, vp) in &program.vendor {
+    for (vendor, vp) in &program.vendor {
+        let vendor = *vendor;
         let built: Vec<&Arc<Device>> = program
             .devices
             .iter()
@@ -286,30 +258,17 @@ fn create_local(program: &Program, name: &CString) -> ClResult<LocalKernels> {
         if built.is_empty() {
             continue;
         }
-        match create_vendor_kernel(vp, name) {
-            Ok(k) => probes.push((vendor, k)),
-            Err(e) => {
-                cleanup(&probes, &devices);
-                return Err(e);
-            }
-        }
+        // On an error, what was made so far is released as it goes out of scope.
+        probes.push((vendor, vp.create_kernel(name)?));
         for d in built {
-            match create_vendor_kernel(vp, name) {
-                Ok(vk) => {
-                    devices.insert(
-                        d.index,
-                        DeviceKernel {
-                            vk,
-                            set: Mutex::new(Vec::new()),
-                            limits: WorkGroupLimits::default(),
-                        },
-                    );
-                }
-                Err(e) => {
-                    cleanup(&probes, &devices);
-                    return Err(e);
-                }
-            }
+            devices.insert(
+                d.index,
+                DeviceKernel {
+                    vk: vp.create_kernel(name)?,
+                    set: Mutex::new(Vec::new()),
+                    limits: WorkGroupLimits::default(),
+                },
+            );
         }
     }
     Ok((probes, devices))
@@ -332,13 +291,13 @@ impl Kernel {
                 Ok((probes, devices)) => {
                     let mut facts = probes
                         .first()
-                        .map(|&(_, probe)| KernelFacts::describe(probe))
+                        .map(|(_, probe)| KernelFacts::describe(probe))
                         .unwrap_or_default();
-                    for d in program.devices.iter().filter(|d| d.local) {
-                        if let Some(dk) = devices.get(&d.index) {
+                    for d in &program.devices {
+                        if let (Some(dk), Some(vdev)) = (devices.get(&d.index), &d.vdev) {
                             facts
                                 .work_group
-                                .insert(d.index, KernelFacts::device_answers(dk.vk, d.vdev));
+                                .insert(d.index, KernelFacts::device_answers(&dk.vk, vdev));
                         }
                     }
                     Ok(facts)
@@ -349,11 +308,8 @@ impl Kernel {
         let facts = share_facts(mine);
         let (probes, mut devices) = match (facts.is_ok(), local) {
             (true, Ok(l)) => l,
-            (_, Ok((probes, devices))) => {
-                probes.iter().for_each(|(_, k)| release_kernel(*k));
-                devices.values().for_each(|d| release_kernel(d.vk));
-                return Err(facts.err().unwrap_or(CL_INVALID_PROGRAM_EXECUTABLE));
-            }
+            // The vendor kernels made here are released as they go.
+            (_, Ok(_)) => return Err(facts.err().unwrap_or(CL_INVALID_PROGRAM_EXECUTABLE)),
             (_, Err(rc)) => return Err(facts.err().unwrap_or(rc)),
         };
         let facts = facts?;
@@ -395,20 +351,9 @@ impl Kernel {
         Some(base + args as cl_ulong)
     }
 
-    /// A vendor kernel for queries on `device`'s vendor.
-    pub fn probe(&self, vendor: u32) -> Option<V> {
-        self.probes
-            .iter()
-            .find(|(v, _)| *v == vendor)
-            .map(|(_, k)| *k)
-    }
-
-    pub fn probes(&self) -> impl Iterator<Item = V> + '_ {
-        self.probes.iter().map(|(_, k)| *k)
-    }
-
-    pub fn any_probe(&self) -> V {
-        self.probes[0].1
+    /// One vendor kernel per vendor, for argument checks and queries.
+    pub fn probes(&self) -> impl Iterator<Item = &VKernel> + '_ {
+        self.probes.iter().map(|(_, k)| k)
     }
 
     pub fn limits(&self, device: &Device) -> Option<WorkGroupLimits> {
@@ -418,85 +363,46 @@ impl Kernel {
         }
     }
 
-    pub fn vendor_kernel(&self, device: &Device) -> Option<V> {
-        self.devices.get(&device.index).map(|d| d.vk)
-    }
-
     /// Sets `args` on the device's vendor kernel where they differ from what it has.
     /// Runs on the device's issuer thread.
-    pub fn apply_args(&self, device: &Device, args: &[VendorArg]) -> ClResult<V> {
+    pub fn apply_args(&self, device: &Device, args: &[VendorArg]) -> ClResult<&VKernel> {
         let dk = self
             .devices
             .get(&device.index)
             .ok_or(CL_INVALID_PROGRAM_EXECUTABLE)?;
         let mut set = dk.set.lock();
         set.resize(args.len(), None);
-        let f = vfn!(dk.vk.0, clSetKernelArg)?;
         for (i, arg) in args.iter().enumerate() {
+            let index = i as cl_uint;
+            let now = match arg {
+                VendorArg::Mem(_) => None,
+                VendorArg::Local(size) => Some(SetArg::Local(*size)),
+                VendorArg::Bytes(b) => Some(SetArg::Bytes(b.clone())),
+            };
             // A vendor buffer may be freed and its address reused by a new one, so
             // buffers are always set again; values and local sizes only when changed.
-            if !matches!(arg, VendorArg::Mem(_)) && set[i].as_ref() == Some(arg) {
+            if now.is_some() && set[i] == now {
                 continue;
             }
-            let rc = match arg {
-                VendorArg::Mem(m) => {
-                    let value: cl_mem = m.0;
-                    // SAFETY: a cl_mem value of the right size.
-                    unsafe {
-                        f(
-                            dk.vk.0,
-                            i as cl_uint,
-                            std::mem::size_of::<cl_mem>(),
-                            if m.0.is_null() {
-                                std::ptr::null()
-                            } else {
-                                &value as *const cl_mem as *const c_void
-                            },
-                        )
+            // SAFETY: only this device's issuer sets its kernel's arguments.
+            let rc = unsafe {
+                match arg {
+                    VendorArg::Mem(m) => dk.vk.set_arg_mem(index, m.as_deref()),
+                    VendorArg::Local(size) => dk.vk.set_arg(index, *size, std::ptr::null()),
+                    // Bytes validated by the probe kernel when the application set them.
+                    VendorArg::Bytes(b) => {
+                        dk.vk.set_arg(index, b.len(), b.as_ptr() as *const c_void)
                     }
                 }
-                // SAFETY: a local-memory size with a NULL value.
-                VendorArg::Local(size) => unsafe {
-                    f(dk.vk.0, i as cl_uint, *size, std::ptr::null())
-                },
-                // SAFETY: bytes validated by the probe kernel when the application set them.
-                VendorArg::Bytes(b) => unsafe {
-                    f(dk.vk.0, i as cl_uint, b.len(), b.as_ptr() as *const c_void)
-                },
             };
-            if rc != CL_SUCCESS {
+            if let Err(rc) = rc {
                 set[i] = None;
                 return Err(rc);
             }
-            set[i] = Some(arg.clone());
+            set[i] = now;
         }
-        Ok(dk.vk)
+        Ok(&dk.vk)
     }
-}
-
-/// A fixed-size kernel query.
-pub fn kernel_info_value<T: Copy + Default>(k: V, param: cl_kernel_info) -> Option<T> {
-    let f = vfn!(k.0, clGetKernelInfo).ok()?;
-    let mut v = T::default();
-    // SAFETY: out-pointer of size_of::<T>().
-    let rc = unsafe {
-        f(
-            k.0,
-            param,
-            std::mem::size_of::<T>(),
-            &mut v as *mut T as *mut c_void,
-            std::ptr::null_mut(),
-        )
-    };
-    (rc == CL_SUCCESS).then_some(v)
-}
-
-/// A variable-size kernel query forwarded to a vendor kernel.
-pub fn kernel_query(
-    k: V,
-    f: impl Fn(V, usize, *mut c_void, *mut usize) -> cl_int,
-) -> ClResult<Vec<u8>> {
-    query_bytes(|size, value, ret| f(k, size, value, ret))
 }
 
 /// Every rank's facts: the kernel's from the lowest rank that has an executable (its
@@ -559,7 +465,8 @@ fn share_facts(mine: Option<Result<KernelFacts, cl_int>>) -> Result<KernelFacts,
 impl Drop for Kernel {
     fn drop(&mut self) {
         self.program.kernels.fetch_sub(1, Ordering::AcqRel);
-        self.probes.iter().for_each(|(_, k)| release_kernel(*k));
-        self.devices.values().for_each(|d| release_kernel(d.vk));
+        // The vendor kernels go before their vendor programs (the program is a field).
+        self.probes.clear();
+        self.devices.clear();
     }
 }

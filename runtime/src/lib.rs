@@ -4,8 +4,6 @@
 //! The `icd` crate validates arguments and converts handles; everything it calls lives
 //! here. See `docs/architecture.md` for the data path of one command.
 
-#[macro_use]
-pub mod vendor;
 pub mod config;
 pub mod context;
 pub mod device;
@@ -22,6 +20,7 @@ pub mod queue;
 pub mod remote;
 pub mod replica;
 pub mod stats;
+pub mod vendor;
 pub mod verify;
 pub mod wire;
 

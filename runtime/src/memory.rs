@@ -8,7 +8,7 @@ use crate::cl::*;
 use crate::context::Context;
 use crate::device::Device;
 use crate::object::{impl_handle, Destructors, Header};
-use crate::vendor::V;
+use crate::vendor::VMem;
 use crate::ClResult;
 use mirrorcl_scheduler::{BufferId, Location};
 use parking_lot::Mutex;
@@ -50,7 +50,9 @@ pub struct Buffer {
     pub origin: usize,
     /// The scheduler's id of the root buffer.
     pub id: BufferId,
-    instances: Mutex<HashMap<u32, V>>,
+    /// Per device, the vendor buffer; shared with the commands using it (which also
+    /// keep this buffer alive).
+    instances: Mutex<HashMap<u32, Arc<VMem>>>,
     host: Mutex<Option<HostCopy>>,
     pub maps: Mutex<Vec<Mapping>>,
     pub map_count: AtomicU32,
@@ -175,58 +177,29 @@ impl Buffer {
     }
 
     /// This buffer's vendor instance on `device`, created on first use.
-    pub fn instance(&self, device: &Device) -> ClResult<V> {
+    pub fn instance(&self, device: &Device) -> ClResult<Arc<VMem>> {
         if let Some(v) = self.instances.lock().get(&device.index) {
-            return Ok(*v);
+            return Ok(v.clone());
         }
         let v = match &self.parent {
-            None => {
-                let vctx = self.context.vendor_context(device).vctx;
-                let create = vfn!(vctx.0, clCreateBuffer)?;
-                let mut err = CL_SUCCESS;
-                // SAFETY: live vendor context; no host pointer.
-                let m = unsafe {
-                    create(
-                        vctx.0,
-                        CL_MEM_READ_WRITE,
-                        self.size,
-                        std::ptr::null_mut(),
-                        &mut err,
-                    )
-                };
-                crate::check(err)?;
-                V(m)
-            }
-            Some(parent) => {
-                let pv = parent.instance(device)?;
-                let create = vfn!(pv.0, clCreateSubBuffer)?;
-                let region = cl_buffer_region {
-                    origin: self.origin,
-                    size: self.size,
-                };
-                let mut err = CL_SUCCESS;
-                // SAFETY: live vendor buffer and a region inside it.
-                let m = unsafe {
-                    create(
-                        pv.0,
-                        CL_MEM_READ_WRITE,
-                        CL_BUFFER_CREATE_TYPE_REGION,
-                        &region as *const cl_buffer_region as *const c_void,
-                        &mut err,
-                    )
-                };
-                crate::check(err)?;
-                V(m)
-            }
+            None => self
+                .context
+                .vendor_context(device)
+                .vctx
+                .create_buffer(CL_MEM_READ_WRITE, self.size)?,
+            Some(parent) => parent.instance(device)?.create_sub_buffer(
+                CL_MEM_READ_WRITE,
+                self.origin,
+                self.size,
+            )?,
         };
-        // Another thread may have raced us; keep the first instance.
+        // Another thread may have raced us; keep the first instance (this one is
+        // released).
         let mut map = self.instances.lock();
-        if let Some(existing) = map.get(&device.index) {
-            release_mem(v);
-            return Ok(*existing);
-        }
-        map.insert(device.index, v);
-        Ok(v)
+        Ok(map
+            .entry(device.index)
+            .or_insert_with(|| Arc::new(v))
+            .clone())
     }
 
     /// The root's host copy, allocated on first use.
@@ -249,18 +222,10 @@ impl Buffer {
     }
 }
 
-fn release_mem(v: V) {
-    if let Ok(f) = vfn!(v.0, clReleaseMemObject) {
-        // SAFETY: we own one reference.
-        unsafe { f(v.0) };
-    }
-}
-
 impl Drop for Buffer {
     fn drop(&mut self) {
-        for v in self.instances.get_mut().values() {
-            release_mem(*v);
-        }
+        // The vendor buffers go before the application's destructor callbacks run.
+        self.instances.get_mut().clear();
         if self.parent.is_none() {
             // Completions (which drop buffers) may run while the scheduler is locked.
             self.context.forget_buffer(self.id);

@@ -5,7 +5,7 @@ use crate::cl::*;
 use crate::config::{Config, CpuSharing};
 use crate::device::Device;
 use crate::object::{Handle, Header};
-use crate::vendor::{load_vendors, Vendor, V};
+use crate::vendor::{load_vendors, VDevice, Vendor};
 use crate::wire::{Reader, Writer};
 use crate::ClResult;
 use std::ffi::{c_void, CStr};
@@ -162,46 +162,26 @@ impl Platform {
     /// The vendor devices this rank owns: ranks sharing a host split its GPUs and
     /// accelerators by node-local rank (each is owned by exactly one rank); CPU devices
     /// are each rank's own unless the configuration splits them too.
-    fn owned_vendor_devices(&self, node: &crate::node::Node) -> Vec<(u32, V)> {
+    fn owned_vendor_devices(&self, node: &crate::node::Node) -> Vec<(u32, VDevice)> {
         let mask = self.config.device_type_mask().unwrap_or(CL_DEVICE_TYPE_ALL);
         let (mut cpus, mut others) = (0u32, 0u32);
         let mut owned = Vec::new();
         for vendor in &self.vendors {
-            let Ok(get) = vfn!(vendor.platform.0, clGetDeviceIDs) else {
+            let Ok(mut ids) = vendor.platform.devices(mask) else {
                 continue;
             };
-            let mut n: cl_uint = 0;
-            // SAFETY: standard two-call query on a live vendor platform.
-            if unsafe { get(vendor.platform.0, mask, 0, std::ptr::null_mut(), &mut n) }
-                != CL_SUCCESS
-            {
-                continue;
-            }
-            let mut ids = vec![std::ptr::null_mut(); n as usize];
-            // SAFETY: buffer of n entries.
-            if unsafe {
-                get(
-                    vendor.platform.0,
-                    mask,
-                    n,
-                    ids.as_mut_ptr(),
-                    std::ptr::null_mut(),
-                )
-            } != CL_SUCCESS
-            {
-                continue;
-            }
             if self.config.devices.max_devices > 0 {
                 ids.truncate(self.config.devices.max_devices);
             }
             for id in ids {
-                let is_cpu = device_type_of(V(id)) & CL_DEVICE_TYPE_CPU != 0;
+                let device_type: cl_device_type = id.info_value(CL_DEVICE_TYPE).unwrap_or(0);
+                let is_cpu = device_type & CL_DEVICE_TYPE_CPU != 0;
                 let counter = if is_cpu { &mut cpus } else { &mut others };
                 let j = *counter;
                 *counter += 1;
                 let shared = is_cpu && self.config.devices.cpu == CpuSharing::PerRank;
                 if shared || j % node.local_size == node.local_rank {
-                    owned.push((vendor.index, V(id)));
+                    owned.push((vendor.index, id));
                 }
             }
         }
@@ -290,23 +270,6 @@ impl Platform {
     pub fn vendor(&self, index: u32) -> &Vendor {
         &self.vendors[index as usize]
     }
-}
-
-fn device_type_of(vdev: V) -> cl_device_type {
-    let mut t: cl_device_type = 0;
-    if let Ok(f) = vfn!(vdev.0, clGetDeviceInfo) {
-        // SAFETY: out-pointer of the query's size.
-        unsafe {
-            f(
-                vdev.0,
-                CL_DEVICE_TYPE,
-                std::mem::size_of::<cl_device_type>(),
-                &mut t as *mut cl_device_type as *mut c_void,
-                std::ptr::null_mut(),
-            )
-        };
-    }
-    t
 }
 
 extern "C" fn report_stats_at_exit() {

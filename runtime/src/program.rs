@@ -5,12 +5,12 @@ use crate::cl::*;
 use crate::context::Context;
 use crate::device::Device;
 use crate::object::{impl_handle, Destructors, Header};
-use crate::vendor::{query_bytes, V};
+use crate::vendor::{VDevice, VProgram};
 use crate::wire::{Reader, Writer};
 use crate::ClResult;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::ffi::{c_void, CString};
+use std::ffi::CString;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -42,7 +42,7 @@ pub struct Program {
     pub devices: Vec<Arc<Device>>,
     pub source: Option<String>,
     /// (vendor context group, vendor program).
-    pub vendor: Vec<(u32, V)>,
+    pub vendor: Vec<(u32, VProgram)>,
     pub build: Mutex<BuildInfo>,
     /// Build results of other ranks' devices, as their owners reported them.
     remote: Mutex<HashMap<u32, RemoteBuild>>,
@@ -61,7 +61,7 @@ impl Program {
         context: Arc<Context>,
         devices: Vec<Arc<Device>>,
         source: Option<String>,
-        vendor: Vec<(u32, V)>,
+        vendor: Vec<(u32, VProgram)>,
     ) -> Arc<Program> {
         Arc::new(Program {
             header: Header::new(),
@@ -81,16 +81,8 @@ impl Program {
         let c = CString::new(source.clone()).map_err(|_| CL_INVALID_VALUE)?;
         let mut vendor = Vec::new();
         for vc in &context.vendor_contexts {
-            let f = vfn!(vc.vctx.0, clCreateProgramWithSource)?;
-            let mut err = CL_SUCCESS;
-            let mut ptr = c.as_ptr();
-            // SAFETY: one NUL-terminated string.
-            let p = unsafe { f(vc.vctx.0, 1, &mut ptr, std::ptr::null(), &mut err) };
-            if err != CL_SUCCESS {
-                release_all(&vendor);
-                return Err(err);
-            }
-            vendor.push((vc.group, V(p)));
+            // On an error, the programs made so far are released with `vendor`.
+            vendor.push((vc.group, vc.vctx.create_program_with_source(&c)?));
         }
         let devices = context.devices.clone();
         Ok(Program::wrap(context, devices, Some(source), vendor))
@@ -113,35 +105,26 @@ impl Program {
             if picked.is_empty() {
                 continue;
             }
-            let vdevs: Vec<cl_device_id> = picked.iter().map(|&i| devices[i].vdev.0).collect();
-            let lens: Vec<usize> = picked.iter().map(|&i| binaries[i].len()).collect();
-            let mut ptrs: Vec<*const u8> = picked.iter().map(|&i| binaries[i].as_ptr()).collect();
+            let vdevs: Vec<&VDevice> = picked
+                .iter()
+                .filter_map(|&i| devices[i].vdev.as_ref())
+                .collect();
+            let bins: Vec<&[u8]> = picked.iter().map(|&i| binaries[i]).collect();
             let mut st = vec![CL_SUCCESS; picked.len()];
-            let f = vfn!(vc.vctx.0, clCreateProgramWithBinary)?;
-            let mut err = CL_SUCCESS;
-            // SAFETY: arrays of picked.len() entries each.
-            let p = unsafe {
-                f(
-                    vc.vctx.0,
-                    vdevs.len() as cl_uint,
-                    vdevs.as_ptr(),
-                    lens.as_ptr(),
-                    ptrs.as_mut_ptr(),
-                    st.as_mut_ptr(),
-                    &mut err,
-                )
-            };
+            let made = vc.vctx.create_program_with_binary(&vdevs, &bins, &mut st);
             for (k, &i) in picked.iter().enumerate() {
                 if let Some(s) = status.get_mut(i) {
                     *s = st[k];
                 }
             }
-            if err != CL_SUCCESS {
-                // Not returned yet: in a cluster the other ranks wait for this result.
-                result = Err(err);
-                break;
+            match made {
+                Ok(p) => vendor.push((vc.group, p)),
+                Err(err) => {
+                    // Not returned yet: in a cluster the other ranks wait for this result.
+                    result = Err(err);
+                    break;
+                }
             }
-            vendor.push((vc.group, V(p)));
         }
         let program = Program::wrap(context, devices, None, vendor);
         program.share_creation(result, status)?;
@@ -198,25 +181,28 @@ impl Program {
         merged
     }
 
-    pub fn vendor_program(&self, vendor: u32) -> Option<V> {
+    pub fn vendor_program(&self, vendor: u32) -> Option<&VProgram> {
         self.vendor
             .iter()
             .find(|(v, _)| *v == vendor)
-            .map(|(_, p)| *p)
+            .map(|(_, p)| p)
     }
 
     /// The devices of `list` (or all of the program's) grouped per vendor program.
-    fn per_vendor(&self, list: &[Arc<Device>]) -> Vec<(u32, V, Vec<cl_device_id>)> {
+    fn per_vendor<'a>(
+        &'a self,
+        list: &'a [Arc<Device>],
+    ) -> Vec<(u32, &'a VProgram, Vec<&'a VDevice>)> {
         let list = if list.is_empty() { &self.devices } else { list };
         self.vendor
             .iter()
-            .filter_map(|&(vendor, vp)| {
-                let vdevs: Vec<cl_device_id> = list
+            .filter_map(|(vendor, vp)| {
+                let vdevs: Vec<&VDevice> = list
                     .iter()
-                    .filter(|d| d.group == vendor)
-                    .map(|d| d.vdev.0)
+                    .filter(|d| d.group == *vendor)
+                    .filter_map(|d| d.vdev.as_ref())
                     .collect();
-                (!vdevs.is_empty()).then_some((vendor, vp, vdevs))
+                (!vdevs.is_empty()).then_some((*vendor, vp, vdevs))
             })
             .collect()
     }
@@ -239,20 +225,10 @@ impl Program {
         self.note_attempt(options, devices);
         let mut result = Ok(());
         for (_, vp, vdevs) in self.per_vendor(devices) {
-            let f = vfn!(vp.0, clBuildProgram)?;
-            // SAFETY: live vendor program and devices of its context.
-            let rc = unsafe {
-                f(
-                    vp.0,
-                    vdevs.len() as cl_uint,
-                    vdevs.as_ptr(),
-                    opts.as_ptr(),
-                    None,
-                    std::ptr::null_mut(),
-                )
-            };
-            if rc != CL_SUCCESS && result.is_ok() {
-                result = Err(rc);
+            if let Err(rc) = vp.build(&vdevs, &opts) {
+                if result.is_ok() {
+                    result = Err(rc);
+                }
             }
         }
         let result = match result {
@@ -276,37 +252,15 @@ impl Program {
         self.note_attempt(options, devices);
         let mut result = Ok(());
         for (vendor, vp, vdevs) in self.per_vendor(devices) {
-            let mut hprogs = Vec::new();
-            let mut hnames = Vec::new();
+            let mut vheaders = Vec::new();
             for (h, name) in headers {
-                hprogs.push(h.vendor_program(vendor).ok_or(CL_INVALID_OPERATION)?.0);
-                hnames.push(name.as_ptr());
+                let hp = h.vendor_program(vendor).ok_or(CL_INVALID_OPERATION)?;
+                vheaders.push((hp, name.as_c_str()));
             }
-            let f = vfn!(vp.0, clCompileProgram)?;
-            // SAFETY: arrays of matching lengths; live vendor objects of one context.
-            let rc = unsafe {
-                f(
-                    vp.0,
-                    vdevs.len() as cl_uint,
-                    vdevs.as_ptr(),
-                    opts.as_ptr(),
-                    hprogs.len() as cl_uint,
-                    if hprogs.is_empty() {
-                        std::ptr::null()
-                    } else {
-                        hprogs.as_ptr()
-                    },
-                    if hnames.is_empty() {
-                        std::ptr::null_mut()
-                    } else {
-                        hnames.as_mut_ptr()
-                    },
-                    None,
-                    std::ptr::null_mut(),
-                )
-            };
-            if rc != CL_SUCCESS && result.is_ok() {
-                result = Err(rc);
+            if let Err(rc) = vp.compile(&vdevs, &opts, &vheaders) {
+                if result.is_ok() {
+                    result = Err(rc);
+                }
             }
         }
         let result = match result {
@@ -334,35 +288,20 @@ impl Program {
         let mut vendor = Vec::new();
         let mut result = Ok(());
         for vc in &context.vendor_contexts {
-            let vdevs: Vec<cl_device_id> = devices
+            let vdevs: Vec<&VDevice> = devices
                 .iter()
                 .filter(|d| d.group == vc.group)
-                .map(|d| d.vdev.0)
+                .filter_map(|d| d.vdev.as_ref())
                 .collect();
             if vdevs.is_empty() {
                 continue;
             }
             let mut vinputs = Vec::new();
             for p in inputs {
-                vinputs.push(p.vendor_program(vc.group).ok_or(CL_INVALID_OPERATION)?.0);
+                vinputs.push(p.vendor_program(vc.group).ok_or(CL_INVALID_OPERATION)?);
             }
-            let f = vfn!(vc.vctx.0, clLinkProgram)?;
-            let mut err = CL_SUCCESS;
-            // SAFETY: arrays of matching lengths; live vendor objects of one context.
-            let p = unsafe {
-                f(
-                    vc.vctx.0,
-                    vdevs.len() as cl_uint,
-                    vdevs.as_ptr(),
-                    opts.as_ptr(),
-                    vinputs.len() as cl_uint,
-                    vinputs.as_ptr(),
-                    None,
-                    std::ptr::null_mut(),
-                    &mut err,
-                )
-            };
-            if p.is_null() {
+            let (p, err) = vc.vctx.link_program(&vdevs, &opts, &vinputs);
+            let Some(p) = p else {
                 // Not returned yet: the other ranks wait for this rank's results.
                 if result.is_ok() {
                     result = Err(if err == CL_SUCCESS {
@@ -372,11 +311,11 @@ impl Program {
                     });
                 }
                 continue;
-            }
+            };
             if err != CL_SUCCESS && result.is_ok() {
                 result = Err(err);
             }
-            vendor.push((vc.group, V(p)));
+            vendor.push((vc.group, p));
         }
         let program = Program::wrap(context, devices, None, vendor);
         program.note_attempt(options, &[]);
@@ -391,11 +330,8 @@ impl Program {
     /// A per-device build query answered by the device's vendor.
     pub fn build_info(&self, device: &Device, param: cl_program_build_info) -> ClResult<Vec<u8>> {
         let vp = self.vendor_program(device.group).ok_or(CL_INVALID_DEVICE)?;
-        let f = vfn!(vp.0, clGetProgramBuildInfo)?;
-        query_bytes(|size, value, ret| {
-            // SAFETY: standard two-call query.
-            unsafe { f(vp.0, device.vdev.0, param, size, value, ret) }
-        })
+        let vdev = device.vdev.as_ref().ok_or(CL_INVALID_DEVICE)?;
+        vp.build_info(vdev, param)
     }
 
     /// Whether a build, compile or link was attempted for `device` (before that, the
@@ -475,12 +411,8 @@ impl Program {
     /// A program query answered by the first vendor program (kernel names and counts
     /// are the same for every vendor: they come from the same source).
     pub fn vendor_info(&self, param: cl_program_info) -> ClResult<Vec<u8>> {
-        let (_, vp) = *self.vendor.first().ok_or(CL_INVALID_PROGRAM_EXECUTABLE)?;
-        let f = vfn!(vp.0, clGetProgramInfo)?;
-        query_bytes(|size, value, ret| {
-            // SAFETY: standard two-call query.
-            unsafe { f(vp.0, param, size, value, ret) }
-        })
+        let (_, vp) = self.vendor.first().ok_or(CL_INVALID_PROGRAM_EXECUTABLE)?;
+        vp.info(param)
     }
 
     /// The binary of each of the program's devices, in the program's device order. In a
@@ -528,42 +460,15 @@ impl Program {
             // No executable yet: every binary is empty (size 0), as the specification says.
             return Ok(out);
         }
-        for &(vendor, vp) in &self.vendor {
-            let f = vfn!(vp.0, clGetProgramInfo)?;
-            let vdevs_bytes = query_bytes(|size, value, ret| {
-                // SAFETY: standard two-call query.
-                unsafe { f(vp.0, CL_PROGRAM_DEVICES, size, value, ret) }
-            })?;
-            let vdevs: Vec<usize> = vdevs_bytes
-                .chunks_exact(std::mem::size_of::<usize>())
-                .map(|c| usize::from_ne_bytes(c.try_into().expect("chunk size")))
-                .collect();
-            let sizes_bytes = query_bytes(|size, value, ret| {
-                // SAFETY: standard two-call query.
-                unsafe { f(vp.0, CL_PROGRAM_BINARY_SIZES, size, value, ret) }
-            })?;
-            let sizes: Vec<usize> = sizes_bytes
-                .chunks_exact(std::mem::size_of::<usize>())
-                .map(|c| usize::from_ne_bytes(c.try_into().expect("chunk size")))
-                .collect();
-            let mut bufs: Vec<Vec<u8>> = sizes.iter().map(|&s| vec![0u8; s]).collect();
-            let mut ptrs: Vec<*mut u8> = bufs.iter_mut().map(|b| b.as_mut_ptr()).collect();
-            // SAFETY: one buffer of the announced size per vendor device.
-            crate::check(unsafe {
-                f(
-                    vp.0,
-                    CL_PROGRAM_BINARIES,
-                    ptrs.len() * std::mem::size_of::<*mut u8>(),
-                    ptrs.as_mut_ptr() as *mut c_void,
-                    std::ptr::null_mut(),
-                )
-            })?;
+        for (vendor, vp) in &self.vendor {
+            let mut binaries = vp.binaries()?;
             for (i, d) in self.devices.iter().enumerate() {
-                if d.group != vendor {
+                if d.group != *vendor {
                     continue;
                 }
-                if let Some(k) = vdevs.iter().position(|&v| v == d.vdev.0 as usize) {
-                    out[i] = std::mem::take(&mut bufs[k]);
+                let Some(vdev) = &d.vdev else { continue };
+                if let Some((_, b)) = binaries.iter_mut().find(|(id, _)| *id == vdev.raw()) {
+                    out[i] = std::mem::take(b);
                 }
             }
         }
@@ -695,18 +600,10 @@ fn has_unknown_option(options: &str) -> bool {
     false
 }
 
-fn release_all(list: &[(u32, V)]) {
-    for (_, p) in list {
-        if let Ok(f) = vfn!(p.0, clReleaseProgram) {
-            // SAFETY: we own one reference.
-            unsafe { f(p.0) };
-        }
-    }
-}
-
 impl Drop for Program {
     fn drop(&mut self) {
-        release_all(&self.vendor);
+        // The vendor programs go before the application's release callbacks run.
+        self.vendor.clear();
         let handle = self as *mut Program as usize;
         self.release_callbacks.run(handle);
     }

@@ -2,11 +2,11 @@
 //! queue is accepted and executed in order (a valid schedule of it).
 
 use crate::cl::*;
-use crate::context::{create_vendor_queue, new_stream, Context};
+use crate::context::{new_stream, Context};
 use crate::device::Device;
 use crate::event::Event;
 use crate::object::{impl_handle, Header};
-use crate::vendor::V;
+use crate::vendor::VQueue;
 use crate::ClResult;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -19,7 +19,9 @@ pub struct Queue {
     pub device: Arc<Device>,
     /// The properties the application asked for (reported back as given).
     pub properties: cl_command_queue_properties,
-    pub vqueue: V,
+    /// The vendor queue (none for a virtual device's queue, which is bookkeeping);
+    /// shared with the issuer's pending flushes, so releasing it never races them.
+    pub vqueue: Option<Arc<VQueue>>,
     pub stream: u64,
     /// Commands not yet known to be complete, in enqueue order.
     inflight: Mutex<VecDeque<Arc<Event>>>,
@@ -37,14 +39,15 @@ impl Queue {
         properties: cl_command_queue_properties,
     ) -> ClResult<Arc<Queue>> {
         // A virtual device's queue is bookkeeping: it has no vendor queue here.
-        let vqueue = if device.local {
-            let vctx = context.vendor_context(&device).vctx;
-            let vendor_props = properties & CL_QUEUE_PROFILING_ENABLE;
-            let vqueue = create_vendor_queue(vctx, device.vdev, vendor_props)?;
-            device.issuer();
-            vqueue
-        } else {
-            V::NULL
+        let vqueue = match device.vdev.as_ref() {
+            Some(vdev) => {
+                let vctx = &context.vendor_context(&device).vctx;
+                let vendor_props = properties & CL_QUEUE_PROFILING_ENABLE;
+                let vqueue = vctx.create_queue(vdev, vendor_props)?;
+                device.issuer();
+                Some(Arc::new(vqueue))
+            }
+            None => None,
         };
         Ok(Arc::new(Queue {
             header: Header::new(),
@@ -118,17 +121,5 @@ impl Queue {
             }
         }
         Ok(())
-    }
-}
-
-impl Drop for Queue {
-    fn drop(&mut self) {
-        if self.vqueue.0.is_null() {
-            return;
-        }
-        if let Ok(f) = vfn!(self.vqueue.0, clReleaseCommandQueue) {
-            // SAFETY: we own one reference; the vendor flushes what is pending.
-            unsafe { f(self.vqueue.0) };
-        }
     }
 }

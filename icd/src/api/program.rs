@@ -10,7 +10,7 @@ use mirrorcl_runtime::kernel::{ArgValue, Kernel};
 use mirrorcl_runtime::memory::Buffer;
 use mirrorcl_runtime::object::Handle;
 use mirrorcl_runtime::program::Program;
-use mirrorcl_runtime::{vfn, ClResult};
+use mirrorcl_runtime::ClResult;
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
 
@@ -494,9 +494,10 @@ fn probe_arg(
     arg_value: *const c_void,
 ) -> ClResult<()> {
     for probe in k.probes() {
-        let f = vfn!(probe.0, clSetKernelArg)?;
-        // SAFETY: forwarded as the application gave it; probe kernels are never enqueued.
-        mirrorcl_runtime::check(unsafe { f(probe.0, index, arg_size, arg_value) })?;
+        // SAFETY: forwarded as the application gave it; probes are never enqueued and
+        // only set here, from clSetKernelArg, which OpenCL 1.2 §A.2 forbids running on
+        // one kernel from two threads at once.
+        unsafe { probe.set_arg(index, arg_size, arg_value) }?;
     }
     Ok(())
 }

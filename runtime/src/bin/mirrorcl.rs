@@ -295,8 +295,7 @@ fn doctor(o: Options) -> Result<ExitCode, String> {
             ),
             Ok(Some(platforms)) => {
                 for pl in platforms {
-                    let name = mirrorcl_runtime::vendor::platform_string(pl, CL_PLATFORM_NAME)
-                        .unwrap_or_default();
+                    let name = pl.info_string(CL_PLATFORM_NAME).unwrap_or_default();
                     let n = count_devices(pl);
                     devices_total += n;
                     note(
@@ -433,26 +432,10 @@ fn doctor(o: Options) -> Result<ExitCode, String> {
     }
 }
 
-fn count_devices(platform: mirrorcl_runtime::vendor::V) -> u32 {
-    let Ok(get) = mirrorcl_runtime::vfn!(platform.0, clGetDeviceIDs) else {
-        return 0;
-    };
-    let mut n: cl_uint = 0;
-    // SAFETY: counting query on a live vendor platform.
-    let rc = unsafe {
-        get(
-            platform.0,
-            CL_DEVICE_TYPE_ALL,
-            0,
-            std::ptr::null_mut(),
-            &mut n,
-        )
-    };
-    if rc == CL_SUCCESS {
-        n
-    } else {
-        0
-    }
+fn count_devices(platform: mirrorcl_runtime::vendor::VPlatform) -> u32 {
+    platform
+        .devices(CL_DEVICE_TYPE_ALL)
+        .map_or(0, |list| list.len() as u32)
 }
 
 fn main() -> ExitCode {

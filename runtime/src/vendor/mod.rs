@@ -1,6 +1,9 @@
 //! Vendor platforms: found from ICD files, `dlopen`ed with `RTLD_LOCAL`, and called only
 //! through each vendor object's own dispatch table, never through libOpenCL (which would
-//! find MirrorCL again).
+//! find MirrorCL again). The objects they hand out are typed in `objects`.
+
+mod objects;
+pub use objects::*;
 
 use crate::cl::*;
 use crate::config::Config;
@@ -8,64 +11,13 @@ use crate::ClResult;
 use std::ffi::{c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 
-/// A raw vendor handle. Vendor OpenCL objects are thread-safe per the specification
-/// (except kernels' arguments, which only their device's issuer sets).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct V(pub *mut c_void);
-// SAFETY: OpenCL objects may be used from any thread (OpenCL 1.2 §A.2).
-unsafe impl Send for V {}
-// SAFETY: as above.
-unsafe impl Sync for V {}
-
-impl V {
-    pub const NULL: V = V(std::ptr::null_mut());
-
-    /// The raw handle (a method, so closures capture the `Send` wrapper, not the field).
-    #[inline]
-    pub fn get(self) -> *mut c_void {
-        self.0
-    }
-}
-
-/// The dispatch table of a vendor object.
-///
-/// # Safety
-/// `obj` must be a live object of an ICD-compliant vendor.
-#[inline]
-pub unsafe fn dispatch<'a>(obj: *mut c_void) -> &'a cl_icd::_cl_icd_dispatch {
-    // SAFETY: ICD objects start with a pointer to their dispatch table (cl_khr_icd).
-    unsafe { &**(obj as *const *const cl_icd::_cl_icd_dispatch) }
-}
-
-/// The vendor's implementation of `$f` for object `$obj`, or `CL_INVALID_OPERATION`.
-#[macro_export]
-macro_rules! vfn {
-    ($obj:expr, $f:ident) => {{
-        let obj: *mut std::ffi::c_void = $obj;
-        // SAFETY: the callers pass live vendor objects.
-        unsafe { $crate::vendor::dispatch(obj) }
-            .$f
-            .ok_or($crate::cl::CL_INVALID_OPERATION)
-    }};
-}
-
 /// One vendor platform.
 pub struct Vendor {
     pub index: u32,
     pub library: PathBuf,
-    pub platform: V,
+    pub platform: VPlatform,
     pub name: String,
     pub version: String,
-}
-
-/// A platform string or device string query answered by a vendor.
-pub fn platform_string(platform: V, param: cl_platform_info) -> ClResult<String> {
-    let f = vfn!(platform.0, clGetPlatformInfo)?;
-    let bytes = query_bytes(|size, value, ret| {
-        // SAFETY: standard two-call query with a buffer of the announced size.
-        unsafe { f(platform.0, param, size, value, ret) }
-    })?;
-    Ok(c_string(&bytes))
 }
 
 /// Runs a size-then-value OpenCL query and returns the bytes.
@@ -128,9 +80,10 @@ pub fn load_vendors(config: &Config, own_marker: &CStr) -> Vec<Vendor> {
         match load_library(&lib, own_marker) {
             Ok(Some(platforms)) => {
                 for platform in platforms {
-                    let name = platform_string(platform, CL_PLATFORM_NAME).unwrap_or_default();
-                    let version =
-                        platform_string(platform, CL_PLATFORM_VERSION).unwrap_or_default();
+                    let name = platform.info_string(CL_PLATFORM_NAME).unwrap_or_default();
+                    let version = platform
+                        .info_string(CL_PLATFORM_VERSION)
+                        .unwrap_or_default();
                     let wanted = config.devices.platforms.is_empty()
                         || config
                             .devices
@@ -156,7 +109,7 @@ pub fn load_vendors(config: &Config, own_marker: &CStr) -> Vec<Vendor> {
 }
 
 /// Opens one ICD library and lists its platforms; `None` when it is MirrorCL itself.
-pub fn load_library(lib: &str, own_marker: &CStr) -> Result<Option<Vec<V>>, String> {
+pub fn load_library(lib: &str, own_marker: &CStr) -> Result<Option<Vec<VPlatform>>, String> {
     let path = CString::new(lib).map_err(|_| "path contains NUL".to_string())?;
     // SAFETY: dlopen with a valid C string; RTLD_LOCAL keeps the vendor's symbols out of
     // the global namespace so they never interpose on the application's OpenCL calls.
@@ -209,5 +162,10 @@ pub fn load_library(lib: &str, own_marker: &CStr) -> Result<Option<Vec<V>>, Stri
     crate::check(unsafe { get(n, ids.as_mut_ptr(), std::ptr::null_mut()) })
         .map_err(|rc| format!("clIcdGetPlatformIDsKHR returned {rc}"))?;
     // The library stays loaded for the life of the process: vendors keep threads.
-    Ok(Some(ids.into_iter().map(V).collect()))
+    Ok(Some(
+        ids.into_iter()
+            // SAFETY: platforms the vendor just listed.
+            .filter_map(|id| unsafe { VPlatform::from_raw(id) })
+            .collect(),
+    ))
 }
