@@ -28,6 +28,12 @@ struct HostCopy {
     owned: Option<Layout>,
 }
 
+// SAFETY: the memory is owned by its buffer (or the application's, lent for the
+// buffer's life), and the commands touching it are ordered by the scheduler.
+unsafe impl Send for HostCopy {}
+// SAFETY: as above.
+unsafe impl Sync for HostCopy {}
+
 /// One outstanding `clEnqueueMapBuffer`.
 #[derive(Clone, Copy, Debug)]
 pub struct Mapping {
@@ -58,12 +64,6 @@ pub struct Buffer {
     pub map_count: AtomicU32,
     pub destructors: Destructors,
 }
-
-// SAFETY: the host copy pointer is owned by the buffer and only accessed under the
-// ordering the scheduler computes.
-unsafe impl Send for Buffer {}
-// SAFETY: as above.
-unsafe impl Sync for Buffer {}
 
 impl_handle!(Buffer, Mem, CL_INVALID_MEM_OBJECT);
 
