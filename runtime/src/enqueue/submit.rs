@@ -23,6 +23,7 @@ use mirrorcl_scheduler::{Access, Location, Mode, Scheduler};
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
+/// What a command runs where it runs.
 pub enum Work {
     Vendor(VendorWork),
     /// Nothing to run: the command is done when its dependencies are (maps, unmaps,
