@@ -109,12 +109,7 @@ impl Context {
             .into_iter()
             .map(|(group, vendor, list)| {
                 let vdevs: Vec<&VDevice> = list.iter().filter_map(|d| d.vdev.as_ref()).collect();
-                let notify = target.map(|t| {
-                    (
-                        forward_notify as ContextNotify,
-                        t as *mut c_void,
-                    )
-                });
+                let notify = target.map(|t| (forward_notify as ContextNotify, t as *mut c_void));
                 let vctx = platform
                     .vendor(vendor)
                     .platform

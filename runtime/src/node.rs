@@ -261,6 +261,16 @@ impl Node {
         tag
     }
 
+    /// The tags of the next `count` messages between this rank and `peer`: what `count`
+    /// calls of [`Node::tag_with`] return, taken at once.
+    pub fn tags_with(&self, peer: u32, count: usize) -> std::ops::Range<u64> {
+        let mut tags = self.tags.lock();
+        let t = &mut tags[peer as usize];
+        let first = *t;
+        *t += count as u64;
+        first..*t
+    }
+
     /// Every rank's `mine`, in rank order (a collective on the control communicator).
     pub fn all_gather(&self, mine: &[u8]) -> Vec<Vec<u8>> {
         let Some(m) = &self.mpi else {

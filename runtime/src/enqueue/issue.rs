@@ -1,0 +1,198 @@
+//! Step 4, the last: a vendor command (an application command this rank runs, or the
+//! device work of a transfer step) goes to its device's issuer thread, still under the
+//! scheduler lock, so every issuer receives commands in schedule order. On the issuer
+//! its dependencies become a vendor wait list, the vendor call runs, and its vendor
+//! event is attached to the MirrorCL event.
+
+use crate::cl::*;
+use crate::device::Device;
+use crate::event::{Event, VendorEvent};
+use crate::issuer::{IssuerState, Job, JobInfo};
+use crate::queue::Queue;
+use crate::vendor::{VContext, VEvent, VQueue};
+use crate::ClResult;
+use std::sync::Arc;
+
+/// A vendor command: given the vendor queue, the vendor wait list and whether a vendor
+/// event is wanted, enqueue; returns the event. Runs on the issuer thread.
+pub type VendorWork =
+    Box<dyn FnOnce(&VQueue, &[cl_event], bool) -> ClResult<Option<VEvent>> + Send>;
+
+/// What a command waits for: the application's wait list first (`failing` of them),
+/// whose failure fails the command, then what MirrorCL adds (conflicts, queue order),
+/// which only orders it: a command behind a failed one it did not ask to wait for runs.
+pub(super) struct Deps {
+    pub all: Vec<Arc<Event>>,
+    pub failing: usize,
+}
+
+/// A vendor command on its way to its device's issuer, with what running it there needs.
+pub(super) struct VendorCommand {
+    /// The device's vendor-context group: its vendor context is found on the issuer
+    /// through the event's context, which outlives the command.
+    pub group: u32,
+    /// The application queue's vendor queue, or the device's transfer queue.
+    pub vqueue: ClResult<Arc<VQueue>>,
+    pub event: Arc<Event>,
+    pub deps: Deps,
+    pub work: VendorWork,
+    /// Keeps the application's queue alive until the command ran.
+    pub keep_queue: Option<Arc<Queue>>,
+    /// A blocking read or write: the vendor call itself blocks on the issuer.
+    pub blocking: bool,
+}
+
+/// Sends a vendor command to `device`'s issuer.
+pub(super) fn issue(device: &Device, cmd: VendorCommand) {
+    let free = cmd.deps.all.iter().all(|d| d.is_done());
+    let info = JobInfo {
+        vqueue: cmd.vqueue.as_ref().map_or(0, |q| q.raw() as usize),
+        event: Arc::as_ptr(&cmd.event) as usize,
+        may_share: !cmd.blocking
+            && !cmd.event.profiling
+            && matches!(
+                cmd.event.command_type,
+                CL_COMMAND_NDRANGE_KERNEL | CL_COMMAND_TASK
+            )
+            && free,
+        blocking: cmd.blocking,
+        deps: cmd
+            .deps
+            .all
+            .iter()
+            .map(|d| Arc::as_ptr(d) as usize)
+            .collect(),
+        free,
+    };
+    device.issuer().send(Job {
+        info,
+        run: Box::new(move |state: &mut IssuerState, share: bool| cmd.run(state, share)),
+    });
+}
+
+impl VendorCommand {
+    /// On the issuer: the vendor call with its wait list; `share`: no vendor event of its
+    /// own (a later command's stands for it).
+    fn run(self, state: &mut IssuerState, share: bool) {
+        let VendorCommand {
+            group,
+            vqueue,
+            event,
+            deps: Deps { all: deps, failing },
+            work: f,
+            keep_queue,
+            blocking,
+        } = self;
+        let stream = event.stream;
+        // A failed dependency fails this command, first (before any bridge below lets
+        // the vendor go on), whatever the vendor then does with it: vendors differ in
+        // how they treat commands behind a failed event (PoCL 3.1 asserts or runs them).
+        for dep in deps[..failing].iter().filter(|d| !d.is_done()) {
+            let ev = event.clone();
+            dep.on_done(move |status| {
+                if status < 0 {
+                    ev.complete(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+                }
+            });
+        }
+        if blocking {
+            // This job will block in the vendor: what it may wait for on this issuer's
+            // other queues must have reached the devices (a vendor may hold commands
+            // until a flush).
+            state.flush();
+        }
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let vqueue = vqueue?;
+            let vctx = &event.context.vendor_context_of(group)?.vctx;
+            let waits = VendorWaits::resolve(&deps, failing, vctx, stream)?;
+            let vev = f(&vqueue, &waits.list, !share)?;
+            Ok::<_, cl_int>((vqueue, vctx.key(), vev))
+        }));
+        match result {
+            Ok(Ok((vqueue, context, _))) if share => {
+                state.defer(&vqueue, context, stream, event.clone());
+                state.touched(&vqueue);
+            }
+            Ok(Ok((vqueue, context, Some(vev)))) => {
+                // Earlier commands first: whoever sees this one done may look at them.
+                state.back_with(&vqueue, &vev);
+                event.attach_vendor(VendorEvent {
+                    ev: vev,
+                    context,
+                    stream,
+                });
+                state.touched(&vqueue);
+                if blocking {
+                    // The vendor call returned with the bytes in place.
+                    event.poll();
+                }
+            }
+            // A vendor that returned no event where one was asked for.
+            Ok(Ok((_, _, None))) => event.complete(CL_OUT_OF_RESOURCES),
+            Ok(Err(rc)) => event.complete(rc),
+            Err(_) => event.complete(CL_OUT_OF_RESOURCES),
+        }
+        drop(keep_queue);
+    }
+}
+
+/// A vendor wait list for a command's dependencies. A dependency issued in the same
+/// vendor context is waited on directly; any other (another vendor, a user event, a
+/// host-side command, a command not issued yet) through a vendor user event that
+/// MirrorCL completes when the dependency does.
+struct VendorWaits {
+    /// Borrowed from the dependencies' vendor events and from `bridges`.
+    list: Vec<cl_event>,
+    /// The issuer's references to the bridges (the vendor holds its own for the
+    /// commands waiting on them).
+    bridges: Vec<VEvent>,
+}
+
+impl VendorWaits {
+    fn resolve(
+        deps: &[Arc<Event>],
+        failing: usize,
+        vctx: &VContext,
+        stream: u64,
+    ) -> ClResult<VendorWaits> {
+        let mut waits = VendorWaits {
+            list: Vec::new(),
+            bridges: Vec::new(),
+        };
+        for (i, dep) in deps.iter().enumerate() {
+            let status = dep.status();
+            if status == CL_COMPLETE || (status < 0 && i >= failing) {
+                continue;
+            }
+            if status < 0 {
+                return Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+            }
+            if let Some(v) = dep.vendor() {
+                if v.stream == stream {
+                    continue;
+                }
+                if v.context == vctx.key() {
+                    waits.list.push(v.ev.raw());
+                    continue;
+                }
+            }
+            let ue = bridge(dep, vctx)?;
+            waits.list.push(ue.raw());
+            waits.bridges.push(ue);
+        }
+        Ok(waits)
+    }
+}
+
+/// A vendor user event in `vctx` that completes with `dep`.
+fn bridge(dep: &Arc<Event>, vctx: &VContext) -> ClResult<VEvent> {
+    let ue = vctx.create_user_event()?;
+    let completer = ue.clone();
+    dep.on_done(move |status| {
+        // Always CL_COMPLETE: a vendor queue behind a failed user event may stall or
+        // abort (PoCL 3.1); the MirrorCL event of the waiting command already failed.
+        let _ = status;
+        let _ = completer.set_user_status(CL_COMPLETE);
+    });
+    Ok(ue)
+}

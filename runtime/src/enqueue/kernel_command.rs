@@ -1,0 +1,89 @@
+//! Step 1, for kernels: `clEnqueueNDRangeKernel` (and `clEnqueueTask`), whose buffer
+//! arguments become the command's accesses.
+
+use super::buffer_commands::device_instance;
+use super::submit::{submit, Command, Work};
+use crate::cl::*;
+use crate::event::Event;
+use crate::kernel::{ArgValue, Kernel, VendorArg};
+use crate::queue::Queue;
+use crate::ClResult;
+use mirrorcl_scheduler::Mode;
+use std::sync::Arc;
+
+/// `clEnqueueNDRangeKernel` after validation. `args` is the snapshot of the kernel's
+/// arguments at enqueue time.
+#[allow(clippy::too_many_arguments)]
+pub fn ndrange(
+    queue: &Arc<Queue>,
+    kernel: &Arc<Kernel>,
+    command_type: cl_command_type,
+    dims: u32,
+    offset: Option<[usize; 3]>,
+    global: [usize; 3],
+    local: Option<[usize; 3]>,
+    args: Vec<ArgValue>,
+    wait_list: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let mut accesses = Vec::new();
+    let mut vendor_args = Vec::with_capacity(args.len());
+    let mut instance_failure = None;
+    for (i, arg) in args.iter().enumerate() {
+        vendor_args.push(match arg {
+            ArgValue::Mem(Some(b)) => {
+                let read_only = b.flags & CL_MEM_READ_ONLY != 0
+                    || kernel
+                        .arg_info
+                        .as_ref()
+                        .is_some_and(|info| info[i].read_only);
+                accesses.push((
+                    b.clone(),
+                    0..b.size,
+                    if read_only {
+                        Mode::Read
+                    } else {
+                        Mode::ReadWrite
+                    },
+                ));
+                match device_instance(queue, b) {
+                    Ok(m) => VendorArg::Mem(Some(m)),
+                    Err(rc) => {
+                        instance_failure.get_or_insert(rc);
+                        VendorArg::Mem(None)
+                    }
+                }
+            }
+            ArgValue::Mem(None) => VendorArg::Mem(None),
+            ArgValue::Local(n) => VendorArg::Local(*n),
+            ArgValue::Bytes(b) => VendorArg::Bytes(b.clone()),
+        });
+    }
+    let k = kernel.clone();
+    let device = queue.device.clone();
+    submit(
+        Command {
+            queue: queue.clone(),
+            command_type,
+            wait_list,
+            accesses,
+            at_host: false,
+            blocking: false,
+            fills_host: None,
+        },
+        Work::Vendor(Box::new(move |q, waits, want| {
+            if let Some(rc) = instance_failure {
+                return Err(rc);
+            }
+            let vk = k.apply_args(&device, &vendor_args)?;
+            let dims = dims as usize;
+            q.ndrange(
+                vk,
+                offset.as_ref().map(|o| &o[..dims]),
+                &global[..dims],
+                local.as_ref().map(|l| &l[..dims]),
+                waits,
+                want,
+            )
+        })),
+    )
+}

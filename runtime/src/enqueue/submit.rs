@@ -1,0 +1,300 @@
+//! Step 2: a built command is planned and routed. On every rank alike the context's
+//! scheduler plans it (its transfer steps go to `transfer_steps`, its conflicts become
+//! dependencies); then the owner of the queue's device issues it (`issue`), a read's
+//! bytes reach every rank, and elsewhere it is bookkeeping. Also the queueing
+//! optimisation (`left_out`) and `clAttachBufferToDevice` (`attach`), which plans
+//! through the same scheduler.
+
+use super::issue::{issue, Deps, VendorCommand, VendorWork};
+use super::root_arc;
+use super::transfer_steps::transfer;
+use crate::cl::*;
+use crate::config::Variant;
+use crate::context::new_stream;
+use crate::device::Device;
+use crate::event::{command_name, Event};
+use crate::memory::Buffer;
+use crate::node::What;
+use crate::queue::Queue;
+use crate::remote::{self, HostSpan};
+use crate::stats::{add, COUNTERS};
+use crate::ClResult;
+use mirrorcl_scheduler::{Access, Location, Mode, Scheduler};
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+
+/// What a command runs where it runs.
+pub enum Work {
+    Vendor(VendorWork),
+    /// Nothing to run: the command is done when its dependencies are (maps, unmaps,
+    /// markers, migrations to the host).
+    Host,
+}
+
+/// One command as the scheduler sees it.
+pub struct Command {
+    pub queue: Arc<Queue>,
+    pub command_type: cl_command_type,
+    pub wait_list: Vec<Arc<Event>>,
+    /// Buffer, range within that buffer (not the root), how it is used.
+    pub accesses: Vec<(Arc<Buffer>, Range<usize>, Mode)>,
+    /// Runs on the host copy rather than on the queue's device (maps, unmaps, markers).
+    pub at_host: bool,
+    /// A blocking read or write: the vendor call itself blocks on the issuer, which is
+    /// the vendor's fastest path for the host to get the bytes.
+    pub blocking: bool,
+    /// A read: the host memory it fills, which every rank must see (the owner reads and
+    /// sends the bytes to every other rank).
+    pub fills_host: Option<HostSpan>,
+}
+
+/// Plans and submits a command; returns its event.
+///
+/// On every rank alike: the scheduler plans the command and its transfers. Then only the
+/// owner of the queue's device runs it; elsewhere it is bookkeeping that completes after
+/// its dependencies, except that a read's bytes reach every rank (the owner sends them).
+pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
+    let queue = cmd.queue.clone();
+    let ctx = queue.context.clone();
+    let device = queue.device.clone();
+    add(&COUNTERS.commands_created, 1);
+    let index = COMMAND_INDEX.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    if crate::verify::enabled() {
+        note_for_verify(&cmd, &device);
+    }
+    let (at, stream) = if cmd.at_host {
+        (Location::Host, new_stream())
+    } else {
+        (Location::Device(device.index), queue.stream)
+    };
+    let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, stream);
+    let accesses = scheduled_accesses(&cmd, &event);
+    let work = match (
+        work,
+        device.local.then(|| injected_failure(index)).flatten(),
+    ) {
+        (Work::Vendor(_), Some(rc)) => Work::Vendor(Box::new(move |_, _, _| Err(rc))),
+        (w, _) => w,
+    };
+    // The scheduler lock is held until the command reaches its issuer, so every issuer
+    // receives commands in schedule order.
+    let mut sched = ctx.lock_scheduler();
+    if left_out(&cmd, &sched) {
+        drop(sched);
+        // Nothing here depends on it and nothing here must track it: not enqueued. Its
+        // event still keeps the meaning of its wait list.
+        add(&COUNTERS.commands_not_enqueued, 1);
+        event.complete_after(cmd.wait_list);
+        return Ok(event);
+    }
+    // The application's wait list comes first: only its failures fail the command; what
+    // MirrorCL adds after it only orders it.
+    let failing = cmd.wait_list.len();
+    let mut deps = std::mem::take(&mut cmd.wait_list);
+    let scheduling = std::time::Instant::now();
+    add(&COUNTERS.commands_scheduled, 1);
+    let conflicts = sched.schedule(at, stream, &accesses, &event, |step, step_deps| {
+        transfer(&ctx, &cmd.accesses, step, step_deps)
+    });
+    add(
+        &COUNTERS.scheduling_ns,
+        scheduling.elapsed().as_nanos() as u64,
+    );
+    deps.extend(conflicts);
+    if let Some(prev) = queue.last() {
+        // A virtual device's queue has no vendor queue to keep it in order, and a read
+        // whose bytes are still being sent outlives its vendor command.
+        if prev.stream != stream || !device.local || prev.outlives_vendor() {
+            deps.push(prev);
+        }
+    }
+    queue.record(event.clone());
+    let host_work = route(&cmd, work, &event, &accesses, Deps { all: deps, failing });
+    drop(sched);
+    // Completions run callbacks (the application's among them): never under the lock.
+    if let Some(Deps { all, failing }) = host_work {
+        event.complete_after_ordered(all, failing);
+    }
+    queue.prune();
+    Ok(event)
+}
+
+/// Notes the command for the cross-rank check (`MIRRORCL_VERIFY`): its accesses and device.
+fn note_for_verify(cmd: &Command, device: &Device) {
+    let mut what = Vec::with_capacity(cmd.accesses.len() * 25);
+    for (b, r, mode) in &cmd.accesses {
+        let root = b.root_range(r.start, r.len());
+        what.extend_from_slice(&b.id.to_le_bytes());
+        what.extend_from_slice(&root.start.to_le_bytes());
+        what.extend_from_slice(&root.end.to_le_bytes());
+        what.push(*mode as u8);
+    }
+    what.extend_from_slice(&device.index.to_le_bytes());
+    crate::verify::note(command_name(cmd.command_type), &[&what]);
+}
+
+/// The command's accesses as the scheduler sees them (root buffer ranges); `event` keeps
+/// the root buffers alive, names the first as its subject and, on a device, its owner.
+fn scheduled_accesses(cmd: &Command, event: &Event) -> Vec<Access> {
+    let accesses: Vec<Access> = cmd
+        .accesses
+        .iter()
+        .map(|(b, r, mode)| Access {
+            buffer: b.id,
+            range: b.root_range(r.start, r.end - r.start),
+            mode: *mode,
+        })
+        .collect();
+    event.keep_all(
+        cmd.accesses
+            .iter()
+            .map(|(b, _, _)| root_arc(b) as Arc<dyn std::any::Any + Send + Sync>),
+    );
+    if let Some(a) = accesses.first() {
+        event.set_subject(a.buffer);
+    }
+    if !cmd.at_host {
+        event.set_owner(cmd.queue.device.owner);
+    }
+    accesses
+}
+
+/// Where a planned command goes, under the scheduler lock: to its device's issuer when
+/// it runs here (a read in a cluster also sends its bytes to every other rank), or, for
+/// another rank's read, a receive of its bytes. Otherwise it is bookkeeping here: its
+/// dependencies are returned, to complete it after them once the lock is released.
+fn route(
+    cmd: &Command,
+    work: Work,
+    event: &Arc<Event>,
+    accesses: &[Access],
+    deps: Deps,
+) -> Option<Deps> {
+    let (queue, device) = (&cmd.queue, &cmd.queue.device);
+    let node = crate::node::node();
+    let shared_read = cmd.fills_host.filter(|_| node.is_cluster());
+    let what = || What {
+        command: command_name(cmd.command_type),
+        buffer: accesses.first().map_or(0, |a| a.buffer),
+        offset: accesses.first().map_or(0, |a| a.range.start),
+        len: accesses.first().map_or(0, |a| a.range.end - a.range.start),
+    };
+    let runs_here = cmd.at_host || device.local;
+    let issued = |event: Arc<Event>, work: VendorWork, deps: Deps| VendorCommand {
+        group: device.group,
+        vqueue: queue.vqueue.clone().ok_or(CL_INVALID_COMMAND_QUEUE),
+        event,
+        deps,
+        work,
+        keep_queue: Some(queue.clone()),
+        blocking: cmd.blocking,
+    };
+    match (work, runs_here, shared_read) {
+        (Work::Vendor(f), true, None) => {
+            add(&COUNTERS.commands_issued, 1);
+            issue(device, issued(event.clone(), f, deps));
+            None
+        }
+        (Work::Vendor(f), true, Some(span)) => {
+            add(&COUNTERS.commands_issued, 1);
+            // The owner reads, then sends the bytes to every other rank.
+            let read = Event::new(queue.context.clone(), None, cmd.command_type, queue.stream);
+            event.set_outlives_vendor();
+            let data_peers = remote::other_ranks();
+            let status_peers = remote::other_ranks();
+            remote::send_read(&read, event.clone(), data_peers, status_peers, span, what());
+            issue(device, issued(read, f, deps));
+            None
+        }
+        (Work::Vendor(_), false, Some(span)) => {
+            let tags = (node.tag_with(device.owner), node.tag_with(device.owner));
+            remote::receive_read(deps.all, event.clone(), device.owner, tags, span, what());
+            None
+        }
+        // Another rank's command, or one on the host copy: bookkeeping here.
+        (Work::Vendor(_), false, None) | (Work::Host, _, _) => Some(deps),
+    }
+}
+
+/// Every command's number in enqueue order, the same on every rank.
+static COMMAND_INDEX: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// `MIRRORCL_INJECT_FAILURE=N:CODE`: the vendor "fails" command number N (counted from 1
+/// in enqueue order) with CODE on the rank that runs it, as a vendor would fail a kernel
+/// or an allocation. For testing how failures reach every rank; off unless set.
+fn injected_failure(index: u64) -> Option<cl_int> {
+    static PLAN: OnceLock<Option<(u64, cl_int)>> = OnceLock::new();
+    let plan = PLAN.get_or_init(|| {
+        let v = std::env::var("MIRRORCL_INJECT_FAILURE").ok()?;
+        let (n, code) = v.split_once(':')?;
+        Some((n.trim().parse().ok()?, code.trim().parse().ok()?))
+    });
+    plan.filter(|(n, _)| *n == index).map(|(_, code)| code)
+}
+
+/// The queueing optimisation (thesis IV.6, Table IV.2, and further): a command is not
+/// enqueued on this rank when it runs on another rank's device, is not a read (whose
+/// bytes every rank must receive), and every buffer it touches is attached to a device
+/// of another rank that is not in another vendor group of the command's rank. Then no
+/// step of it involves this rank (an attached buffer's steps go directly between its
+/// device and the command's, both elsewhere), and it changes nothing this
+/// rank tracks (attached buffers have no valid set; the hazards of other ranks' device
+/// instances only order work this rank never runs). Commands that touch no buffer
+/// (kernels with only values) qualify too. Every rank the command involves still
+/// schedules it, in the same order, so the ranks of each pair agree on their tags.
+fn left_out(cmd: &Command, sched: &Scheduler<Arc<Event>>) -> bool {
+    let device = &cmd.queue.device;
+    if device.local || cmd.at_host || cmd.fills_host.is_some() {
+        return false;
+    }
+    let platform = crate::platform::platform();
+    if platform.config.runtime.variant != Variant::Full || platform.size == 1 {
+        return false;
+    }
+    let ctx = &cmd.queue.context;
+    cmd.accesses.iter().all(|(b, _, _)| {
+        sched
+            .attached(b.id)
+            .and_then(|a| ctx.device_by_index(a))
+            .is_some_and(|a| {
+                // Between two groups of one rank the bytes stage through the host copy,
+                // which is a broadcast every rank takes part in.
+                !a.local && (a.owner != device.owner || a.owner_group == device.owner_group)
+            })
+    })
+}
+
+/// `clAttachBufferToDevice`: makes `device`'s copy of the buffer current (the bytes move
+/// there from wherever they are, identically on every rank), then attaches it. Ignored
+/// in the `decentralization` variant.
+pub fn attach(buffer: &Arc<Buffer>, device: &Arc<Device>) -> ClResult<()> {
+    let platform = crate::platform::platform();
+    if platform.config.runtime.variant == Variant::Decentralization {
+        return Ok(());
+    }
+    let ctx = buffer.context.clone();
+    let event = Event::new(
+        ctx.clone(),
+        None,
+        CL_COMMAND_MIGRATE_MEM_OBJECTS,
+        new_stream(),
+    );
+    let accesses = [(buffer.clone(), 0..buffer.size, Mode::Read)];
+    event.keep(buffer.clone());
+    let mut sched = ctx.lock_scheduler();
+    let deps = sched.schedule(
+        Location::Device(device.index),
+        event.stream,
+        &[Access {
+            buffer: buffer.id,
+            range: 0..buffer.size as u64,
+            mode: Mode::Read,
+        }],
+        &event,
+        |step, step_deps| transfer(&ctx, &accesses, step, step_deps),
+    );
+    sched.attach(buffer.id, device.index);
+    drop(sched);
+    event.complete_after(deps);
+    Ok(())
+}

@@ -1,0 +1,118 @@
+//! Step 3, the device side of a transfer step: the vendor reads, writes and copies it
+//! makes on this rank, each on its device's transfer queue and issued like any vendor
+//! command.
+
+use super::issue::{issue, Deps, VendorCommand, VendorWork};
+use crate::cl::*;
+use crate::context::Context;
+use crate::device::Device;
+use crate::event::Event;
+use crate::memory::Buffer;
+use crate::ClResult;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// A vendor copy between two devices of one vendor context, on the destination's
+/// transfer queue.
+pub(super) fn local_copy(
+    ctx: &Arc<Context>,
+    src_dev: &Arc<Device>,
+    device: &Arc<Device>,
+    root: &Arc<Buffer>,
+    offset: usize,
+    len: usize,
+    deps: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let tq = ctx.transfer_queue(device)?;
+    let src = root.instance(src_dev)?;
+    let dst = root.instance(device)?;
+    let work: VendorWork =
+        Box::new(move |q, waits, want| q.copy_buffer(&src, &dst, offset, offset, len, waits, want));
+    Ok(issue_transfer(
+        ctx,
+        device,
+        tq,
+        CL_COMMAND_COPY_BUFFER,
+        root,
+        deps,
+        work,
+    ))
+}
+
+/// A vendor read of the device's instance into host memory at `host`, or a write from
+/// it (`(device, true)`), on the device's transfer queue.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn local_transfer(
+    ctx: &Arc<Context>,
+    device: &Arc<Device>,
+    root: &Arc<Buffer>,
+    write: bool,
+    offset: usize,
+    len: usize,
+    host: usize,
+    deps: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let tq = ctx.transfer_queue(device)?;
+    let mem = root.instance(device)?;
+    let work: VendorWork = Box::new(move |q, waits, want| {
+        // SAFETY: the step keeps its host memory (the buffer's host copy, or a staging
+        // block held until its bytes are sent or written) until the command completes.
+        unsafe {
+            q.read_write(
+                &mem,
+                write,
+                false,
+                offset,
+                len,
+                host as *mut c_void,
+                waits,
+                want,
+            )
+        }
+    });
+    let command_type = if write {
+        CL_COMMAND_WRITE_BUFFER
+    } else {
+        CL_COMMAND_READ_BUFFER
+    };
+    Ok(issue_transfer(
+        ctx,
+        device,
+        tq,
+        command_type,
+        root,
+        deps,
+        work,
+    ))
+}
+
+/// A transfer step's vendor command on `device`'s transfer queue; returns its event, which
+/// keeps the root buffer alive.
+fn issue_transfer(
+    ctx: &Arc<Context>,
+    device: &Arc<Device>,
+    tq: crate::context::TransferQueue,
+    command_type: cl_command_type,
+    root: &Arc<Buffer>,
+    deps: Vec<Arc<Event>>,
+    work: VendorWork,
+) -> Arc<Event> {
+    let event = Event::new(ctx.clone(), None, command_type, tq.stream);
+    event.keep(root.clone());
+    issue(
+        device,
+        VendorCommand {
+            group: device.group,
+            vqueue: Ok(tq.vqueue),
+            event: event.clone(),
+            deps: Deps {
+                all: deps,
+                failing: 0,
+            },
+            work,
+            keep_queue: None,
+            blocking: false,
+        },
+    );
+    event
+}

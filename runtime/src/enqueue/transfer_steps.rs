@@ -1,0 +1,442 @@
+//! Step 3: the transfer steps the scheduler plans for a command, so that the ranges it
+//! reads are valid where it runs. Each step is this rank's part of Table IV.1
+//! (`docs/scheduler.md`): [`plan`] decides the part and takes the tags of every message
+//! it exchanges; [`transfer`] runs it: nothing, a vendor copy, read or write here
+//! (`transfer_queue`), or the pieces of a cross-rank transfer, one function per
+//! direction.
+//!
+//! Runs under the scheduler lock, in schedule order, on every rank alike, so the two
+//! ranks of a pair plan the same steps in the same order and agree on their tags.
+
+use super::root_arc;
+use super::transfer_queue::{local_copy, local_transfer};
+use crate::cl::*;
+use crate::context::{new_stream, Context};
+use crate::device::Device;
+use crate::event::Event;
+use crate::memory::Buffer;
+use crate::node::What;
+use crate::remote::{self, HostSpan, Staging};
+use crate::stats::{add, COUNTERS};
+use crate::ClResult;
+use mirrorcl_scheduler::{Location, Mode, Step};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// Submits one planned transfer step; returns its stream and event. What this rank does
+/// follows Table IV.1 (`docs/scheduler.md`): a local copy, a read and a send, a receive
+/// and a write, or nothing (an event that is complete at once).
+pub(super) fn transfer(
+    ctx: &Arc<Context>,
+    buffers: &[(Arc<Buffer>, Range<usize>, Mode)],
+    step: &Step,
+    deps: Vec<Arc<Event>>,
+) -> (u64, Arc<Event>) {
+    let offset = step.range.start as usize;
+    let len = (step.range.end - step.range.start) as usize;
+    let pieces = remote::pieces(offset, len);
+    let root = buffers
+        .iter()
+        .find(|(b, _, _)| b.id == step.buffer)
+        .map(|(b, _, _)| root_arc(b))
+        .expect("steps are planned for the command's own buffers");
+    tracing::trace!(
+        "step: buffer {} {:?} {:?} -> {:?}",
+        step.buffer,
+        step.range,
+        step.from,
+        step.to
+    );
+    let bytes = StepBytes {
+        ctx,
+        root: &root,
+        step,
+        offset,
+        len,
+        pieces: &pieces,
+    };
+    let copy = |rc| (CL_COMMAND_COPY_BUFFER, rc);
+    let read = |rc| (CL_COMMAND_READ_BUFFER, rc);
+    let result = match plan(ctx, step, pieces.len()) {
+        Part::Nothing => return nothing(ctx),
+        Part::Copy { src, dst } => {
+            add(&COUNTERS.local_copies, 1);
+            local_copy(ctx, &src, &dst, &root, offset, len, deps).map_err(copy)
+        }
+        Part::WriteFromHostCopy { dst } => {
+            write_from_host_copy(&bytes, &dst, deps).map_err(|rc| (CL_COMMAND_WRITE_BUFFER, rc))
+        }
+        Part::ReadIntoHostCopy { src } => read_into_host_copy(&bytes, &src, deps).map_err(read),
+        Part::SendToDevice { src, to, tags } => {
+            send_to_device(&bytes, &src, to, tags, deps).map_err(copy)
+        }
+        Part::ReceiveIntoDevice { dst, from, tags } => {
+            receive_into_device(&bytes, &dst, from, tags, deps).map_err(copy)
+        }
+        Part::ShareHostCopy { src, firsts } => {
+            share_host_copy(&bytes, &src, firsts, deps).map_err(read)
+        }
+        Part::ReceiveHostCopy { from, tags } => {
+            receive_host_copy(&bytes, from, tags, deps).map_err(read)
+        }
+    };
+    match result {
+        Ok(e) => (e.stream, e),
+        Err((command_type, rc)) => failed(ctx, command_type, rc),
+    }
+}
+
+/// This rank's part in one step (Table IV.1), with the tags of the messages it exchanges:
+/// one per piece with each peer, in piece order.
+enum Part {
+    /// The step does not involve this rank.
+    Nothing,
+    /// Between two devices of this rank: a vendor copy.
+    Copy { src: Arc<Device>, dst: Arc<Device> },
+    /// From the host copy to a device of this rank: a vendor write.
+    WriteFromHostCopy { dst: Arc<Device> },
+    /// From a device to the host copy in a cluster of one: a vendor read.
+    ReadIntoHostCopy { src: Arc<Device> },
+    /// From a device of this rank to another rank's: read each piece and send it.
+    SendToDevice {
+        src: Arc<Device>,
+        to: u32,
+        tags: Range<u64>,
+    },
+    /// From another rank's device to one of this rank: receive each piece and write it.
+    ReceiveIntoDevice {
+        dst: Arc<Device>,
+        from: u32,
+        tags: Range<u64>,
+    },
+    /// From a device of this rank to the host copy, which every rank holds: read each
+    /// piece into this rank's and send it to every other rank (each with the tag of the
+    /// first piece).
+    ShareHostCopy {
+        src: Arc<Device>,
+        firsts: Vec<(u32, u64)>,
+    },
+    /// From another rank's device to the host copy: receive each piece into this rank's.
+    ReceiveHostCopy { from: u32, tags: Range<u64> },
+}
+
+/// Decides this rank's part in a step of `pieces` pieces, and takes the tags of all its
+/// messages: here only, before anything can fail, so that this rank and its peer advance
+/// their pair's counter alike (the peer's part takes as many for the same step).
+fn plan(ctx: &Arc<Context>, step: &Step, pieces: usize) -> Part {
+    let node = crate::node::node();
+    let device_of = |l: Location| match l {
+        Location::Device(d) => Some(
+            ctx.device_by_index(d)
+                .expect("the scheduler only plans the context's devices")
+                .clone(),
+        ),
+        Location::Host => None,
+    };
+    match (device_of(step.from), device_of(step.to)) {
+        (Some(s), Some(d)) if s.owner != d.owner && s.local => Part::SendToDevice {
+            to: d.owner,
+            tags: node.tags_with(d.owner, pieces),
+            src: s,
+        },
+        (Some(s), Some(d)) if s.owner != d.owner && d.local => Part::ReceiveIntoDevice {
+            from: s.owner,
+            tags: node.tags_with(s.owner, pieces),
+            dst: d,
+        },
+        (Some(s), Some(d)) if s.owner == d.owner && s.local => Part::Copy { src: s, dst: d },
+        (Some(_), Some(_)) => Part::Nothing,
+        (None, Some(d)) if d.local => Part::WriteFromHostCopy { dst: d },
+        (None, Some(_)) => Part::Nothing,
+        (Some(s), None) if s.local && !node.is_cluster() => Part::ReadIntoHostCopy { src: s },
+        (Some(s), None) if s.local => Part::ShareHostCopy {
+            firsts: (0..node.size)
+                .filter(|&r| r != node.rank)
+                .map(|r| (r, node.tags_with(r, pieces).start))
+                .collect(),
+            src: s,
+        },
+        (Some(s), None) => Part::ReceiveHostCopy {
+            from: s.owner,
+            tags: node.tags_with(s.owner, pieces),
+        },
+        (None, None) => unreachable!("the host copy never transfers to itself"),
+    }
+}
+
+/// The bytes a step moves: a range of its root buffer, in pieces.
+struct StepBytes<'a> {
+    ctx: &'a Arc<Context>,
+    root: &'a Arc<Buffer>,
+    step: &'a Step,
+    offset: usize,
+    len: usize,
+    pieces: &'a [Range<usize>],
+}
+
+impl StepBytes<'_> {
+    /// What a piece's message is for, for the deadline diagnostic.
+    fn what(&self, piece: &Range<usize>) -> What {
+        What {
+            command: "a planned transfer",
+            buffer: self.step.buffer,
+            offset: piece.start as u64,
+            len: piece.len() as u64,
+        }
+    }
+
+    /// The staging blocks one side of a transfer between devices cycles its pieces
+    /// through.
+    fn staging_blocks(&self) -> ClResult<Vec<Arc<Staging>>> {
+        (0..remote::WINDOW.min(self.pieces.len()))
+            .map(|_| Staging::new(self.len.min(remote::piece_size(self.len))))
+            .collect()
+    }
+}
+
+/// Writes the step's range of the host copy to a device of this rank.
+fn write_from_host_copy(
+    bytes: &StepBytes,
+    dst: &Arc<Device>,
+    deps: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let (offset, len) = (bytes.offset, bytes.len);
+    add(&COUNTERS.local_copies, 1);
+    let host = bytes.root.host_copy()? as usize;
+    local_transfer(
+        bytes.ctx,
+        dst,
+        bytes.root,
+        true,
+        offset,
+        len,
+        host + offset,
+        deps,
+    )
+}
+
+/// Reads the step's range from a device into the host copy, in a cluster of one (in a
+/// cluster, [`share_host_copy`]).
+fn read_into_host_copy(
+    bytes: &StepBytes,
+    src: &Arc<Device>,
+    deps: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let (offset, len) = (bytes.offset, bytes.len);
+    let host = bytes.root.host_copy()? as usize;
+    add(&COUNTERS.local_copies, 1);
+    local_transfer(
+        bytes.ctx,
+        src,
+        bytes.root,
+        false,
+        offset,
+        len,
+        host + offset,
+        deps,
+    )
+}
+
+/// Reads each piece into a staging block and sends it to the destination's owner; a
+/// block is reused once its piece has been sent.
+fn send_to_device(
+    bytes: &StepBytes,
+    src: &Arc<Device>,
+    to: u32,
+    tags: Range<u64>,
+    deps: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let ctx = bytes.ctx;
+    let blocks = bytes.staging_blocks()?;
+    let all_sent = Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, new_stream());
+    let arrive = remote::join(all_sent.clone(), bytes.pieces.len());
+    let mut sent: Vec<Arc<Event>> = Vec::new();
+    for ((i, piece), tag) in bytes.pieces.iter().enumerate().zip(tags) {
+        let block = blocks[i % blocks.len()].clone();
+        let mut piece_deps = deps.clone();
+        if i >= blocks.len() {
+            piece_deps.push(sent[i - blocks.len()].clone());
+        }
+        let read = local_transfer(
+            ctx,
+            src,
+            bytes.root,
+            false,
+            piece.start,
+            piece.len(),
+            block.addr(),
+            piece_deps,
+        )?;
+        let piece_sent = Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, read.stream);
+        let span = HostSpan::Contiguous {
+            ptr: block.addr(),
+            len: piece.len(),
+        };
+        remote::send_when_done(
+            &read,
+            piece_sent.clone(),
+            vec![(to, tag)],
+            span,
+            bytes.what(piece),
+            Some(block),
+        );
+        let arrive = arrive.clone();
+        piece_sent.on_done(move |status| arrive(status >= 0));
+        sent.push(piece_sent);
+    }
+    Ok(all_sent)
+}
+
+/// Receives each piece into a staging block and writes it to the device; a block is
+/// received into again once its previous piece is written.
+fn receive_into_device(
+    bytes: &StepBytes,
+    dst: &Arc<Device>,
+    from: u32,
+    tags: Range<u64>,
+    deps: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let ctx = bytes.ctx;
+    let blocks = bytes.staging_blocks()?;
+    let mut writes: Vec<Arc<Event>> = Vec::new();
+    for ((i, piece), tag) in bytes.pieces.iter().enumerate().zip(tags) {
+        let block = blocks[i % blocks.len()].clone();
+        let received = Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, new_stream());
+        let span = HostSpan::Contiguous {
+            ptr: block.addr(),
+            len: piece.len(),
+        };
+        let free = if i >= blocks.len() {
+            vec![writes[i - blocks.len()].clone()]
+        } else {
+            Vec::new()
+        };
+        remote::receive_after(
+            free,
+            received.clone(),
+            from,
+            tag,
+            span,
+            bytes.what(piece),
+            Some(block.clone()),
+        );
+        let mut piece_deps = deps.clone();
+        piece_deps.push(received);
+        let write = local_transfer(
+            ctx,
+            dst,
+            bytes.root,
+            true,
+            piece.start,
+            piece.len(),
+            block.addr(),
+            piece_deps,
+        )?;
+        write.keep(block);
+        writes.push(write);
+    }
+    // The transfer queue is in order: the last write completes last.
+    Ok(writes.pop().expect("at least one piece"))
+}
+
+/// The host copy is replicated: this rank, the owner, reads each piece into its own and
+/// sends it to every other rank, which receive into theirs ([`receive_host_copy`]).
+fn share_host_copy(
+    bytes: &StepBytes,
+    src: &Arc<Device>,
+    mut firsts: Vec<(u32, u64)>,
+    deps: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let (ctx, root) = (bytes.ctx, bytes.root);
+    let host = root.host_copy()? as usize;
+    let done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
+    let arrive = remote::join(done.clone(), bytes.pieces.len());
+    for (i, piece) in bytes.pieces.iter().enumerate() {
+        let span = HostSpan::Contiguous {
+            ptr: host + piece.start,
+            len: piece.len(),
+        };
+        let piece_done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
+        let read = local_transfer(
+            ctx,
+            src,
+            root,
+            false,
+            piece.start,
+            piece.len(),
+            host + piece.start,
+            deps.clone(),
+        )?;
+        remote::send_when_done(
+            &read,
+            piece_done.clone(),
+            piece_peers(&mut firsts, i, bytes.pieces.len()),
+            span,
+            bytes.what(piece),
+            Some(root.clone()),
+        );
+        let arrive = arrive.clone();
+        piece_done.on_done(move |status| arrive(status >= 0));
+    }
+    Ok(done)
+}
+
+/// Every other rank with its tag for piece `i` of `n` (its first tag plus `i`); the last
+/// piece takes `firsts` itself.
+fn piece_peers(firsts: &mut Vec<(u32, u64)>, i: usize, n: usize) -> Vec<(u32, u64)> {
+    let shift = i as u64;
+    if i + 1 == n {
+        let mut last = std::mem::take(firsts);
+        last.iter_mut().for_each(|(_, tag)| *tag += shift);
+        last
+    } else {
+        firsts.iter().map(|&(r, tag)| (r, tag + shift)).collect()
+    }
+}
+
+/// The other side of [`share_host_copy`]: each piece from the owner into this rank's host
+/// copy, once `deps` (the host copy's earlier readers and writers) are done.
+fn receive_host_copy(
+    bytes: &StepBytes,
+    from: u32,
+    tags: Range<u64>,
+    deps: Vec<Arc<Event>>,
+) -> ClResult<Arc<Event>> {
+    let (ctx, root) = (bytes.ctx, bytes.root);
+    let host = root.host_copy()? as usize;
+    let done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
+    let arrive = remote::join(done.clone(), bytes.pieces.len());
+    for (piece, tag) in bytes.pieces.iter().zip(tags) {
+        let span = HostSpan::Contiguous {
+            ptr: host + piece.start,
+            len: piece.len(),
+        };
+        let piece_done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
+        remote::receive_after(
+            deps.clone(),
+            piece_done.clone(),
+            from,
+            tag,
+            span,
+            bytes.what(piece),
+            Some(root.clone()),
+        );
+        let arrive = arrive.clone();
+        piece_done.on_done(move |status| arrive(status >= 0));
+    }
+    Ok(done)
+}
+
+/// A step with no part on this rank: an event complete at once.
+fn nothing(ctx: &Arc<Context>) -> (u64, Arc<Event>) {
+    let event = Event::new(ctx.clone(), None, CL_COMMAND_MARKER, new_stream());
+    event.complete(CL_COMPLETE);
+    (event.stream, event)
+}
+
+/// A step that failed on this rank before reaching a vendor: an event failed with `rc`.
+fn failed(ctx: &Arc<Context>, command_type: cl_command_type, rc: cl_int) -> (u64, Arc<Event>) {
+    let event = Event::new(ctx.clone(), None, command_type, new_stream());
+    event.complete(rc);
+    (event.stream, event)
+}
