@@ -6,6 +6,7 @@
 
 #[macro_use]
 pub mod vendor;
+pub mod comm;
 pub mod config;
 pub mod context;
 pub mod device;
