@@ -326,6 +326,48 @@ impl Message for KernelFactsShare {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    /// Records the largest allocation each thread asks for, so tests can show that a
+    /// length field does not allocate what it claims.
+    struct Largest;
+
+    thread_local! {
+        static LARGEST: Cell<usize> = const { Cell::new(0) };
+    }
+
+    fn note(size: usize) {
+        let _ = LARGEST.try_with(|c| c.set(c.get().max(size)));
+    }
+
+    // SAFETY: forwards every call to the system allocator unchanged.
+    unsafe impl GlobalAlloc for Largest {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            note(layout.size());
+            // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: `ptr` came from `alloc` above with this layout.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            note(new_size);
+            // SAFETY: `ptr` came from this allocator with `layout`.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: Largest = Largest;
+
+    /// The largest allocation `f` made on this thread.
+    fn largest_allocation(f: impl FnOnce()) -> usize {
+        LARGEST.with(|c| c.set(0));
+        f();
+        LARGEST.with(|c| c.get())
+    }
 
     fn description(owner: u32) -> DeviceDescription {
         DeviceDescription {
@@ -504,21 +546,28 @@ mod tests {
         binary.extend_from_slice(&[0x00, 0x01, 0x00]); // Ok, one entry, index 0
         binary.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x20]); // len 2^40
         binary.extend_from_slice(b"elf");
-        let e = decode::<Binaries>(&binary, 1).unwrap_err();
-        assert!(matches!(e.problem, Problem::Body(_)), "{e}");
+        let mut e = None;
+        let most = largest_allocation(|| e = decode::<Binaries>(&binary, 1).err());
+        assert!(matches!(e.unwrap().problem, Problem::Body(_)));
+        assert!(most < 1 << 20, "{most} bytes allocated");
 
         let mut devices = header_only::<RankDevices>();
         devices.push(0); // piece_bytes
         devices.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
-        let e = decode::<RankDevices>(&devices, 1).unwrap_err();
-        assert!(matches!(e.problem, Problem::Body(_)), "{e}");
+        let mut e = None;
+        let most = largest_allocation(|| e = decode::<RankDevices>(&devices, 1).err());
+        assert!(matches!(e.unwrap().problem, Problem::Body(_)));
+        // serde pre-allocates at most 1 MiB of a sequence it is told is long.
+        assert!(most <= 1 << 20, "{most} bytes allocated");
 
         let mut log = header_only::<BuildResults>();
         log.extend_from_slice(&[0, 1, 0, 0]); // result, one device, index, status
         log.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]);
         log.extend_from_slice(b"partial log");
-        let e = decode::<BuildResults>(&log, 1).unwrap_err();
-        assert!(matches!(e.problem, Problem::Body(_)), "{e}");
+        let mut e = None;
+        let most = largest_allocation(|| e = decode::<BuildResults>(&log, 1).err());
+        assert!(matches!(e.unwrap().problem, Problem::Body(_)));
+        assert!(most <= 1 << 20, "{most} bytes allocated");
 
         // A varint longer than its type allows.
         let mut bad = header_only::<OwnerAnswer>();
@@ -549,7 +598,7 @@ mod tests {
         }
         assert_eq!(
             (VERSION, h),
-            (1, 0),
+            (1, 0xc1ab_41ca_3d27_3ce7),
             "the wire format changed: bump wire::VERSION and update this fingerprint"
         );
     }
