@@ -230,62 +230,32 @@ pub(crate) mod tests {
 
     #[test]
     fn sends_meet_receives_by_tag_in_any_posting_order() {
-        const TAGS: u64 = 6;
+        // Each rank sends every peer one message per tag. Odd ranks post their receives
+        // first, even ones their sends; rank 0 goes through the tags backwards.
         let results = on_ranks(3, |c| {
             let me = c.place().rank;
-            let peers: Vec<u32> = (0..3).filter(|&p| p != me).collect();
-            // Odd ranks post receives first, in reverse tag order; even ranks sends.
-            let mut sends: Vec<(u32, u64, Vec<u8>)> = Vec::new();
-            let mut recvs: Vec<(u32, u64, Vec<u8>)> = Vec::new();
-            for &p in &peers {
-                for tag in 0..TAGS {
-                    let len = (tag as usize + 1) * 100 + me as usize;
-                    sends.push((p, tag, vec![(me * 16 + tag as u32) as u8; len]));
-                    recvs.push((p, tag, vec![0u8; (tag as usize + 1) * 100 + p as usize]));
+            let len = |from: u32, tag: u64| 100 * (tag as usize + 1) + from as usize;
+            let fill = |from: u32, tag: u64| (from * 16 + tag as u32) as u8;
+            let mut posts = Vec::new();
+            for p in (0..3).filter(|&p| p != me) {
+                for tag in 0..6 {
+                    posts.push((Direction::Send, p, tag, vec![fill(me, tag); len(me, tag)]));
+                    posts.push((Direction::Recv, p, tag, vec![0u8; len(p, tag)]));
                 }
             }
-            if me % 2 == 1 {
-                recvs.reverse();
-            } else {
-                sends.reverse();
-            }
-            let mut outcomes = Vec::new();
-            let (first, second) = if me % 2 == 1 {
-                (&mut recvs, &mut sends)
-            } else {
-                (&mut sends, &mut recvs)
-            };
-            let first_dir = if me % 2 == 1 {
-                Direction::Recv
-            } else {
-                Direction::Send
-            };
-            let second_dir = if me % 2 == 1 {
-                Direction::Send
-            } else {
-                Direction::Recv
-            };
-            for (p, tag, buf) in first.iter_mut() {
-                outcomes.push(post(&c, first_dir, *p, *tag, buf));
-            }
-            for (p, tag, buf) in second.iter_mut() {
-                outcomes.push(post(&c, second_dir, *p, *tag, buf));
-            }
+            let first = [Direction::Send, Direction::Recv][me as usize % 2];
+            posts.sort_by_key(|(d, _, tag, _)| (*d != first, if me == 0 { 5 - tag } else { *tag }));
+            let outcomes: Vec<_> = (posts.iter_mut())
+                .map(|(d, p, tag, buf)| post(&c, *d, *p, *tag, buf))
+                .collect();
             // The buffers live until every outcome is in.
             let all_ok = outcomes.iter().all(|rx| rx.recv() == Ok(true));
-            assert!(c.pending_report().is_empty());
-            (all_ok, recvs)
+            let right = (posts.iter())
+                .filter(|(d, ..)| *d == Direction::Recv)
+                .all(|(_, p, tag, buf)| buf.iter().all(|&b| b == fill(*p, *tag)));
+            all_ok && right && c.pending_report().is_empty()
         });
-        for got in results {
-            let (all_ok, recvs) = got.expect("no rank panicked");
-            assert!(all_ok);
-            for (p, tag, buf) in recvs {
-                assert!(
-                    buf.iter().all(|&b| b == (p * 16 + tag as u32) as u8),
-                    "from {p} tag {tag}"
-                );
-            }
-        }
+        assert!(results.into_iter().all(|r| r.expect("no rank panicked")));
     }
 
     #[test]
