@@ -255,10 +255,9 @@ impl Device {
             return local;
         }
         let mine = wire::OwnerAnswer(self.local.then_some(local));
-        let mut all = node.exchange(&mine);
         // The owner always answers (its device is local there).
-        all.swap_remove(self.owner as usize)
-            .0
+        (node.exchange(&mine).into_iter().nth(self.owner as usize))
+            .and_then(|m| m.0)
             .unwrap_or(Err(CL_INVALID_DEVICE))
     }
 
@@ -328,11 +327,9 @@ impl Device {
                     .map(|(n, subs)| (*n, subs.iter().map(Device::describe).collect()))
                     .map_err(|rc| *rc)
             }));
-            let mut all = node.exchange(&mine);
             // The owner always answers (its device is local there).
-            let (n, descs) = all
-                .swap_remove(parent.owner as usize)
-                .0
+            let (n, descs) = (node.exchange(&mine).into_iter().nth(parent.owner as usize))
+                .and_then(|m| m.0)
                 .unwrap_or(Err(CL_INVALID_DEVICE))?;
             (n, descs, local.ok().map(|(_, s)| s).unwrap_or_default())
         } else {
