@@ -7,7 +7,7 @@ use crate::cl::*;
 use crate::issuer::Issuer;
 use crate::object::{impl_handle, Header};
 use crate::vendor::VDevice;
-use crate::wire::{Reader, Writer};
+use crate::wire;
 use crate::ClResult;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -199,44 +199,35 @@ impl Device {
 
     /// This device's description for the other ranks: everything a virtual device of it
     /// answers.
-    pub fn describe(&self) -> Vec<u8> {
-        let mut w = Writer::default();
-        w.u32(self.owner)
-            .u32(self.owner_group)
-            .str(&self.host)
-            .str(&self.vendor_name)
-            .u32(self.info.len() as u32);
-        let mut params: Vec<_> = self.info.keys().copied().collect();
-        params.sort_unstable();
-        for p in params {
-            w.u32(p).bytes(&self.info[&p]);
+    pub fn describe(&self) -> wire::DeviceDescription {
+        let mut info: Vec<_> = self.info.iter().map(|(&p, v)| (p, v.clone())).collect();
+        info.sort_unstable_by_key(|&(p, _)| p);
+        wire::DeviceDescription {
+            owner: self.owner,
+            owner_group: self.owner_group,
+            host: self.host.clone(),
+            vendor_name: self.vendor_name.clone(),
+            info,
         }
-        w.0
     }
 
     /// A virtual device from another rank's description. Its vendor index and handle
     /// are meaningless here: nothing is ever issued to it on this rank.
-    pub fn from_description(index: u32, r: &mut Reader) -> Device {
-        let owner = r.u32();
-        let owner_group = r.u32();
-        let host = r.str();
-        let vendor_name = r.str();
-        let n = r.u32();
-        let info = (0..n).map(|_| (r.u32(), r.bytes())).collect();
+    pub fn from_description(index: u32, d: wire::DeviceDescription) -> Device {
         Device {
             header: Header::new(),
             index,
-            owner,
+            owner: d.owner,
             local: false,
-            host,
-            vendor_name,
+            host: d.host,
+            vendor_name: d.vendor_name,
             vendor: u32::MAX,
             group: VIRTUAL_GROUP,
-            owner_group,
+            owner_group: d.owner_group,
             vdev: None,
             parent: None,
             partition: Vec::new(),
-            info,
+            info: d.info.into_iter().collect(),
             issuer: OnceLock::new(),
         }
     }
@@ -253,19 +244,11 @@ impl Device {
         if !node.is_cluster() {
             return local;
         }
-        let mut w = Writer::default();
-        if self.local {
-            match &local {
-                Ok(b) => w.i32(CL_SUCCESS).bytes(b),
-                Err(rc) => w.i32(*rc),
-            };
-        }
-        let all = node.all_gather(&w.0);
-        let mut r = Reader::new(&all[self.owner as usize]);
-        match r.i32() {
-            CL_SUCCESS => Ok(r.bytes()),
-            rc => Err(rc),
-        }
+        let mine = wire::OwnerAnswer(self.local.then_some(local));
+        // The owner always answers (its device is local there).
+        (node.exchange(&mine).into_iter().nth(self.owner as usize))
+            .and_then(|m| m.0)
+            .unwrap_or(Err(CL_INVALID_DEVICE))
     }
 
     /// The owner's part of `clCreateSubDevices`: partitions the vendor device and
@@ -316,25 +299,16 @@ impl Device {
             local = Device::partition_here(parent, props, &partition, create);
         }
         let (n, descriptions, actual) = if node.is_cluster() {
-            let mut w = Writer::default();
-            if parent.local {
-                match &local {
-                    Ok((n, subs)) => {
-                        w.i32(CL_SUCCESS).u32(*n);
-                        for d in subs {
-                            w.bytes(&d.describe());
-                        }
-                    }
-                    Err(rc) => {
-                        w.i32(*rc);
-                    }
-                }
-            }
-            let all = node.all_gather(&w.0);
-            let mut r = Reader::new(&all[parent.owner as usize]);
-            crate::check(r.i32())?;
-            let n = r.u32();
-            let descs: Vec<Vec<u8>> = (0..if create { n } else { 0 }).map(|_| r.bytes()).collect();
+            let mine = wire::SubDevices(parent.local.then(|| {
+                local
+                    .as_ref()
+                    .map(|(n, subs)| (*n, subs.iter().map(Device::describe).collect()))
+                    .map_err(|rc| *rc)
+            }));
+            // The owner always answers (its device is local there).
+            let (n, descs) = (node.exchange(&mine).into_iter().nth(parent.owner as usize))
+                .and_then(|m| m.0)
+                .unwrap_or(Err(CL_INVALID_DEVICE))?;
             (n, descs, local.ok().map(|(_, s)| s).unwrap_or_default())
         } else {
             let (n, subs) = local?;
@@ -344,7 +318,7 @@ impl Device {
             return Ok((n, Vec::new()));
         }
         let mut actual = actual.into_iter();
-        let mut descriptions = descriptions.iter();
+        let mut descriptions = descriptions.into_iter();
         let mut out = Vec::with_capacity(n as usize);
         for _ in 0..n {
             let index = platform.new_device_index();
@@ -352,7 +326,7 @@ impl Device {
                 actual.next().ok_or(CL_DEVICE_PARTITION_FAILED)?
             } else {
                 let desc = descriptions.next().ok_or(CL_DEVICE_PARTITION_FAILED)?;
-                let mut d = Device::from_description(index, &mut Reader::new(desc));
+                let mut d = Device::from_description(index, desc);
                 d.info
                     .insert(CL_DEVICE_PARENT_DEVICE, as_bytes(parent.handle_ptr()));
                 d.parent = Some(parent.clone());

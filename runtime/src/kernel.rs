@@ -8,7 +8,7 @@ use crate::memory::Buffer;
 use crate::object::{impl_handle, Header};
 use crate::program::Program;
 use crate::vendor::{VDevice, VKernel, VMem};
-use crate::wire::{Reader, Writer};
+use crate::wire;
 use crate::ClResult;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap as HashMap;
@@ -119,20 +119,6 @@ pub struct KernelFacts {
     pub work_group: HashMap<u32, Vec<Answer>>,
 }
 
-fn write_answer(w: &mut Writer, a: &Answer) {
-    match a {
-        Ok(b) => w.i32(CL_SUCCESS).bytes(b),
-        Err(rc) => w.i32(*rc),
-    };
-}
-
-fn read_answer(r: &mut Reader) -> Answer {
-    match r.i32() {
-        CL_SUCCESS => Ok(r.bytes()),
-        rc => Err(rc),
-    }
-}
-
 fn value_of<T: Copy + Default>(a: Option<&Answer>) -> T {
     match a {
         Some(Ok(b)) if b.len() >= std::mem::size_of::<T>() => {
@@ -213,30 +199,14 @@ impl KernelFacts {
             .collect()
     }
 
-    fn encode(&self, w: &mut Writer) {
-        w.u32(self.num_args);
-        match &self.attributes {
-            Some(a) => w.u32(1).bytes(a),
-            None => w.u32(0),
-        };
-        for arg in &self.args {
-            for a in arg {
-                write_answer(w, a);
-            }
-        }
-    }
-
-    fn decode(r: &mut Reader) -> KernelFacts {
-        let num_args = r.u32();
-        let attributes = (r.u32() != 0).then(|| r.bytes());
-        let args = (0..num_args)
-            .map(|_| ARG_QUERIES.iter().map(|_| read_answer(r)).collect())
-            .collect();
-        KernelFacts {
-            num_args,
-            attributes,
-            args,
-            work_group: HashMap::default(),
+    fn into_wire(self) -> wire::KernelDescription {
+        let mut work_group: Vec<_> = self.work_group.into_iter().collect();
+        work_group.sort_unstable_by_key(|(d, _)| *d);
+        wire::KernelDescription {
+            num_args: self.num_args,
+            attributes: self.attributes,
+            args: self.args,
+            work_group,
         }
     }
 }
@@ -412,50 +382,25 @@ fn share_facts(mine: Option<Result<KernelFacts, cl_int>>) -> Result<KernelFacts,
     if !node.is_cluster() {
         return mine.unwrap_or(Err(CL_INVALID_PROGRAM_EXECUTABLE));
     }
-    let mut w = Writer::default();
-    match &mine {
-        None => {
-            w.u32(0);
-        }
-        Some(Err(rc)) => {
-            w.u32(1).i32(*rc);
-        }
-        Some(Ok(f)) => {
-            w.u32(1).i32(CL_SUCCESS);
-            f.encode(&mut w);
-            w.u32(f.work_group.len() as u32);
-            let mut devices: Vec<_> = f.work_group.iter().collect();
-            devices.sort_by_key(|(d, _)| **d);
-            for (d, answers) in devices {
-                w.u32(*d);
-                for a in answers {
-                    write_answer(&mut w, a);
-                }
-            }
-        }
-    }
+    let mine = wire::KernelFactsShare(mine.map(|f| f.map(KernelFacts::into_wire)));
     let mut chosen: Option<Result<KernelFacts, cl_int>> = None;
     let mut work_group = HashMap::default();
-    for blob in node.all_gather(&w.0) {
-        let mut r = Reader::new(&blob);
-        if r.u32() == 0 {
-            continue;
-        }
-        let rc = r.i32();
-        if rc != CL_SUCCESS {
-            chosen.get_or_insert(Err(rc));
-            continue;
-        }
-        let facts = KernelFacts::decode(&mut r);
-        for _ in 0..r.u32() {
-            let d = r.u32();
-            let answers = WORK_GROUP_QUERIES
-                .iter()
-                .map(|_| read_answer(&mut r))
-                .collect();
-            work_group.insert(d, answers);
-        }
-        chosen.get_or_insert(Ok(facts));
+    for rank in node.exchange(&mine) {
+        let Some(facts) = rank.0 else { continue };
+        let facts = match facts {
+            Ok(f) => f,
+            Err(rc) => {
+                chosen.get_or_insert(Err(rc));
+                continue;
+            }
+        };
+        work_group.extend(facts.work_group);
+        chosen.get_or_insert(Ok(KernelFacts {
+            num_args: facts.num_args,
+            attributes: facts.attributes,
+            args: facts.args,
+            work_group: HashMap::default(),
+        }));
     }
     let mut facts = chosen.unwrap_or(Err(CL_INVALID_PROGRAM_EXECUTABLE))?;
     facts.work_group = work_group;

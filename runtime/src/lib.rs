@@ -4,6 +4,7 @@
 //! The `icd` crate validates arguments and converts handles; everything it calls lives
 //! here. See `docs/architecture.md` for the data path of one command.
 
+pub mod comm;
 pub mod config;
 pub mod context;
 pub mod device;

@@ -6,7 +6,7 @@ use crate::config::{Config, CpuSharing};
 use crate::device::Device;
 use crate::object::{Handle, Header};
 use crate::vendor::{load_vendors, VDevice, Vendor};
-use crate::wire::{Reader, Writer};
+use crate::wire;
 use crate::ClResult;
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -101,26 +101,19 @@ impl Platform {
                 Err(rc) => tracing::warn!("skipping a device of {}: error {rc}", v.name),
             }
         }
-        let mut w = Writer::default();
-        // Settings every rank must share ride along; rank 0's hold.
-        w.u64(self.config.runtime.piece_mib << 20);
-        w.u32(mine.len() as u32);
-        for d in &mine {
-            w.bytes(&d.describe());
-        }
-        let all = node.all_gather(&w.0);
+        let all = node.exchange(&wire::RankDevices {
+            // Settings every rank must share ride along; rank 0's hold.
+            piece_bytes: self.config.runtime.piece_mib << 20,
+            devices: mine.iter().map(Device::describe).collect(),
+        });
         let mut devices: Vec<Device> = Vec::new();
         let mut mine = mine.into_iter();
-        for (r, blob) in all.iter().enumerate() {
-            let mut reader = Reader::new(blob);
-            let piece = reader.u64();
+        for (r, rank) in all.into_iter().enumerate() {
             if r == 0 {
-                crate::remote::set_piece_max(piece as usize);
+                crate::remote::set_piece_max(rank.piece_bytes as usize);
             }
-            let n = reader.u32();
-            for _ in 0..n {
+            for desc in rank.devices {
                 let index = devices.len() as u32;
-                let desc = reader.bytes();
                 let device = if r as u32 == self.rank {
                     let mut d = mine.next().expect("as many as described");
                     d.index = index;
@@ -128,7 +121,7 @@ impl Platform {
                     d.owner_group = d.group;
                     d
                 } else {
-                    let mut d = Device::from_description(index, &mut Reader::new(&desc));
+                    let mut d = Device::from_description(index, desc);
                     if d.owner_group & 0x8000_0000 != 0 {
                         // A group per device on the owner (context_per_device).
                         d.owner_group = 0x8000_0000 | index;

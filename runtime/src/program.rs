@@ -6,7 +6,7 @@ use crate::context::Context;
 use crate::device::Device;
 use crate::object::{impl_handle, Destructors, Header};
 use crate::vendor::{VDevice, VProgram};
-use crate::wire::{Reader, Writer};
+use crate::wire;
 use crate::ClResult;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -138,29 +138,28 @@ impl Program {
         if !node.is_cluster() {
             return result;
         }
-        let mut w = Writer::default();
-        w.i32(result.err().unwrap_or(CL_SUCCESS));
-        for (i, d) in self.devices.iter().enumerate() {
-            if d.local {
-                let ok = result.is_ok();
-                w.u32(1)
-                    .u32(d.index)
-                    .i32(status.get(i).copied().unwrap_or(CL_SUCCESS))
-                    .u32(if ok { self.binary_type(d) } else { 0 });
-            }
-        }
-        w.u32(0);
+        let mine = wire::ProgramCreation {
+            result: result.err().unwrap_or(CL_SUCCESS),
+            devices: (self.devices.iter().enumerate())
+                .filter(|(_, d)| d.local)
+                .map(|(i, d)| wire::CreatedBinary {
+                    index: d.index,
+                    status: status.get(i).copied().unwrap_or(CL_SUCCESS),
+                    binary_type: if result.is_ok() {
+                        self.binary_type(d)
+                    } else {
+                        0
+                    },
+                })
+                .collect(),
+        };
         let mut merged = Ok(());
-        for (r, blob) in node.all_gather(&w.0).iter().enumerate() {
-            let mut rd = Reader::new(blob);
-            let rc = rd.i32();
-            if rc != CL_SUCCESS && merged.is_ok() {
-                merged = Err(rc);
+        for (r, rank) in node.exchange(&mine).into_iter().enumerate() {
+            if rank.result != CL_SUCCESS && merged.is_ok() {
+                merged = Err(rank.result);
             }
-            while rd.u32() == 1 {
-                let index = rd.u32();
-                let st = rd.i32();
-                let binary_type = rd.u32();
+            for created in rank.devices {
+                let (index, st, binary_type) = (created.index, created.status, created.binary_type);
                 if let Some(i) = self.devices.iter().position(|d| d.index == index) {
                     if let Some(s) = status.get_mut(i) {
                         *s = st;
@@ -423,30 +422,17 @@ impl Program {
         if !node.is_cluster() {
             return local;
         }
-        let mut w = Writer::default();
-        match &local {
-            Ok(bins) => {
-                w.i32(CL_SUCCESS);
-                for (d, b) in self.devices.iter().zip(bins) {
-                    if d.local {
-                        w.u32(1).u32(d.index).bytes(b);
-                    }
-                }
-                w.u32(0);
-            }
-            Err(rc) => {
-                w.i32(*rc);
-            }
-        }
+        let mine = wire::Binaries(local.map(|bins| {
+            (self.devices.iter().zip(bins))
+                .filter(|(d, _)| d.local)
+                .map(|(d, b)| (d.index, wire::Bytes(b)))
+                .collect()
+        }));
         let mut out = vec![Vec::new(); self.devices.len()];
-        for blob in node.all_gather(&w.0) {
-            let mut r = Reader::new(&blob);
-            crate::check(r.i32())?;
-            while r.u32() == 1 {
-                let index = r.u32();
-                let bytes = r.bytes();
+        for rank in node.exchange(&mine) {
+            for (index, bytes) in rank.0? {
                 if let Some(i) = self.devices.iter().position(|d| d.index == index) {
-                    out[i] = bytes;
+                    out[i] = bytes.0;
                 }
             }
         }
@@ -495,57 +481,47 @@ impl Program {
             return result;
         }
         let list = if list.is_empty() { &self.devices } else { list };
-        let mut w = Writer::default();
-        w.i32(result.err().unwrap_or(CL_SUCCESS));
         let mine: Vec<&Arc<Device>> = list.iter().filter(|d| d.local).collect();
-        w.u32(mine.len() as u32);
-        for d in &mine {
-            w.u32(d.index)
-                .i32(self.build_status(d))
-                .str(&self.build_log(d))
-                .u32(self.binary_type(d));
-        }
         let built = mine
             .iter()
             .any(|d| self.build_status(d) == CL_BUILD_SUCCESS);
-        let names = if built {
-            self.vendor_info(CL_PROGRAM_KERNEL_NAMES)
-                .map(|b| crate::vendor::c_string(&b))
-                .unwrap_or_default()
-        } else {
-            String::new()
+        let mine = wire::BuildResults {
+            result: result.err().unwrap_or(CL_SUCCESS),
+            devices: (mine.iter())
+                .map(|d| wire::DeviceBuild {
+                    index: d.index,
+                    status: self.build_status(d),
+                    log: self.build_log(d),
+                    binary_type: self.binary_type(d),
+                })
+                .collect(),
+            kernel_names: built.then(|| {
+                self.vendor_info(CL_PROGRAM_KERNEL_NAMES)
+                    .map(|b| crate::vendor::c_string(&b))
+                    .unwrap_or_default()
+            }),
         };
-        w.u32(built as u32).str(&names);
         let mut merged = Ok(());
         let mut shared_names = None;
-        for (r, blob) in node.all_gather(&w.0).iter().enumerate() {
-            let mut rd = Reader::new(blob);
-            let rc = rd.i32();
-            if rc != CL_SUCCESS && merged.is_ok() {
-                merged = Err(rc);
+        for (r, rank) in node.exchange(&mine).into_iter().enumerate() {
+            if rank.result != CL_SUCCESS && merged.is_ok() {
+                merged = Err(rank.result);
             }
-            let n = rd.u32();
             let mut remote = self.remote.lock();
-            for _ in 0..n {
-                let index = rd.u32();
-                let status = rd.i32();
-                let log = rd.str();
-                let binary_type = rd.u32();
+            for d in rank.devices {
                 if r as u32 != node.rank {
                     remote.insert(
-                        index,
+                        d.index,
                         RemoteBuild {
-                            status,
-                            log,
-                            binary_type,
+                            status: d.status,
+                            log: d.log,
+                            binary_type: d.binary_type,
                         },
                     );
                 }
             }
-            let had_executable = rd.u32() != 0;
-            let names = rd.str();
-            if had_executable && shared_names.is_none() {
-                shared_names = Some(names);
+            if shared_names.is_none() {
+                shared_names = rank.kernel_names;
             }
         }
         *self.shared_kernel_names.lock() = shared_names;

@@ -1,0 +1,416 @@
+//! The communicator of a real job, over MPI.
+//!
+//! - MPI is initialised lazily (the first OpenCL call), with `MPI_THREAD_MULTIPLE`, and
+//!   finalised from an `atexit` handler. A program that initialised MPI itself keeps it:
+//!   MirrorCL works on duplicates of its world and never finalises. Started without an
+//!   MPI launcher (and without MPI initialised), this process is a cluster of one and MPI
+//!   is never touched.
+//! - Two duplicated communicators: `control` for the collectives application threads make
+//!   at agreed points of the call sequence (device exchange, build results, kernel facts),
+//!   `data` for buffer contents, moved by non-blocking point-to-point operations that one
+//!   progress thread posts and completes.
+
+use super::{describe, Communicator, Direction, Place, Transfer};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use mpi::ffi;
+use mpi::topology::{Communicator as _, SimpleCommunicator};
+use mpi::traits::{AsRaw, CommunicatorCollectives};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The largest message MirrorCL posts: byte counts are `c_int` in MPI, so larger
+/// transfers go as several messages with one tag (MPI keeps them in order).
+const CHUNK: usize = 1 << 30;
+
+/// Tags wrap below the smallest `MPI_TAG_UB` the standard allows.
+const TAG_SPAN: u64 = 32768;
+
+/// A posted transfer as deadline reports show it: direction, peer, purpose, since when.
+type PendingTransfer = (Direction, u32, super::What, Instant);
+type Pending = Arc<Mutex<Vec<PendingTransfer>>>;
+
+/// Set while MirrorCL owns MPI (initialised it) and has not started finalising it: the
+/// program's own `MPI_Finalize` must then leave it alone.
+static OWNS_MPI: AtomicBool = AtomicBool::new(false);
+
+/// The value of `MPI_THREAD_MULTIPLE`.
+pub fn thread_multiple() -> c_int {
+    // SAFETY: reading an immutable constant of the MPI shim.
+    unsafe { ffi::RSMPI_THREAD_MULTIPLE }
+}
+
+/// Whether MirrorCL initialised MPI and still needs it (see `OWNS_MPI`).
+pub fn owns_mpi() -> bool {
+    OWNS_MPI.load(Ordering::Acquire)
+}
+
+pub struct Mpi {
+    place: Place,
+    control: Mutex<MpiHandle<SimpleCommunicator>>,
+    world: RawComm,
+    jobs: Sender<Transfer>,
+    pending: Pending,
+    stop: Arc<AtomicBool>,
+    progress: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Set when MirrorCL initialised MPI (and so must finalise it).
+    universe: Mutex<Option<MpiHandle<mpi::environment::Universe>>>,
+}
+
+/// An MPI object used from several threads.
+struct MpiHandle<T>(T);
+// SAFETY: MPI is initialised with MPI_THREAD_MULTIPLE, so MPI objects may be used from
+// any thread; the mutexes around them serialise MirrorCL's own uses.
+unsafe impl<T> Send for MpiHandle<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for MpiHandle<T> {}
+
+#[derive(Clone, Copy)]
+struct RawComm(ffi::MPI_Comm);
+// SAFETY: an MPI communicator handle is a plain identifier; with MPI_THREAD_MULTIPLE any
+// thread may use it.
+unsafe impl Send for RawComm {}
+// SAFETY: as above.
+unsafe impl Sync for RawComm {}
+
+/// Initialises MPI if the program did not (and a launcher started this process), with
+/// `MPI_THREAD_MULTIPLE`. `None`: no MPI for this process, or it failed to start.
+fn universe() -> Option<Option<mpi::environment::Universe>> {
+    if mpi::is_initialized() {
+        let mut provided: c_int = 0;
+        // SAFETY: MPI is initialised; out-pointer.
+        unsafe { ffi::MPI_Query_thread(&mut provided) };
+        if provided != thread_multiple() {
+            crate::diag!(
+                "MirrorCL: the program initialised MPI without MPI_THREAD_MULTIPLE; \
+                 MirrorCL's progress thread needs it (use MPI_Init_thread)"
+            );
+        }
+        return Some(None);
+    }
+    crate::replica::launcher_rank()?;
+    let (u, level) = mpi::initialize_with_threading(mpi::Threading::Multiple)?;
+    OWNS_MPI.store(true, Ordering::Release);
+    if level != mpi::Threading::Multiple {
+        crate::diag!(
+            "MirrorCL: this MPI provides {level:?}, not MPI_THREAD_MULTIPLE; \
+             transfers may misbehave"
+        );
+    }
+    Some(Some(u))
+}
+
+impl Mpi {
+    /// Joins the job: `None` when this process is not part of an MPI job.
+    pub fn start(host: String, wait_timeout: Option<Duration>) -> Option<Mpi> {
+        let universe = universe()?;
+        let world = SimpleCommunicator::world();
+        let control = world.duplicate();
+        let data = world.duplicate();
+        let local = world.split_shared(world.rank());
+        let data_raw = RawComm(data.as_raw());
+        // The data communicator lives as long as the process (freed by MPI_Finalize).
+        std::mem::forget(data);
+        let (jobs, rx) = crossbeam_channel::unbounded();
+        let pending = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let rank = world.rank() as u32;
+        let progress = {
+            let pending = pending.clone();
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("mirrorcl-progress".into())
+                .spawn(move || progress_loop(rank, data_raw, rx, pending, stop, wait_timeout))
+                .expect("spawn the MPI progress thread")
+        };
+        Some(Mpi {
+            place: Place {
+                rank,
+                size: world.size() as u32,
+                local_rank: local.rank() as u32,
+                local_size: local.size() as u32,
+                host,
+            },
+            control: Mutex::new(MpiHandle(control)),
+            world: RawComm(world.as_raw()),
+            jobs,
+            pending,
+            stop,
+            progress: Mutex::new(Some(progress)),
+            universe: Mutex::new(universe.map(MpiHandle)),
+        })
+    }
+}
+
+impl Communicator for Mpi {
+    fn place(&self) -> &Place {
+        &self.place
+    }
+
+    fn can_communicate(&self) -> bool {
+        !mpi::is_finalized()
+    }
+
+    /// A collective on the control communicator.
+    fn all_gather(&self, mine: &[u8]) -> Vec<Vec<u8>> {
+        let guard = self.control.lock();
+        let comm = &guard.0;
+        let n = self.place.size as usize;
+        let len = i32::try_from(mine.len()).expect("control messages stay below 2 GiB");
+        let mut lens = vec![0i32; n];
+        comm.all_gather_into(&len, &mut lens[..]);
+        let displs: Vec<i32> = lens
+            .iter()
+            .scan(0i32, |acc, &l| {
+                let d = *acc;
+                *acc += l;
+                Some(d)
+            })
+            .collect();
+        let total: usize = lens.iter().map(|&l| l as usize).sum();
+        let mut all = vec![0u8; total];
+        {
+            let mut partition =
+                mpi::datatype::PartitionMut::new(&mut all[..], &lens[..], &displs[..]);
+            comm.all_gather_varcount_into(mine, &mut partition);
+        }
+        (0..n)
+            .map(|r| all[displs[r] as usize..(displs[r] + lens[r]) as usize].to_vec())
+            .collect()
+    }
+
+    /// Hands the transfer to the progress thread (data communicator).
+    fn transfer(&self, t: Transfer) {
+        if self.jobs.send(t).is_err() {
+            unreachable!("the progress thread lives until exit");
+        }
+    }
+
+    fn pending_report(&self) -> Vec<String> {
+        self.pending
+            .lock()
+            .iter()
+            .map(|(dir, peer, what, since)| describe(*dir, *peer, what, since.elapsed()))
+            .collect()
+    }
+
+    fn abort(&self) -> ! {
+        // Give the other stuck ranks a moment to print their own report.
+        std::thread::sleep(Duration::from_secs(2));
+        // SAFETY: MPI is initialised; aborting the world is always allowed.
+        unsafe { ffi::MPI_Abort(self.world.0, 1) };
+        std::process::abort();
+    }
+
+    /// Stops the progress thread (after the transfers in flight, within a few seconds)
+    /// and finalises MPI if MirrorCL initialised it.
+    fn shut_down(&self) {
+        let give_up = Instant::now() + Duration::from_secs(5);
+        while !(self.pending.lock().is_empty() && self.jobs.is_empty()) && Instant::now() < give_up
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.progress.lock().take() {
+            let _ = h.join();
+        }
+        OWNS_MPI.store(false, Ordering::Release);
+        if let Some(u) = self.universe.lock().take() {
+            // Finalising is collective: every rank gets here at its own exit.
+            drop(u);
+        }
+    }
+}
+
+struct Active {
+    requests: Vec<ffi::MPI_Request>,
+    transfer: Option<Transfer>,
+    since: Instant,
+}
+
+fn post(comm: RawComm, t: &Transfer) -> Result<Vec<ffi::MPI_Request>, c_int> {
+    let mut requests = Vec::new();
+    let tag = (t.tag % TAG_SPAN) as c_int;
+    let mut offset = 0usize;
+    // A zero-byte transfer still posts one (empty) message so both ends complete.
+    loop {
+        let n = (t.len - offset).min(CHUNK);
+        // SAFETY: a null request handle, filled in by MPI.
+        let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+        let ptr = (t.ptr + offset) as *mut std::ffi::c_void;
+        // SAFETY: the caller keeps `len` bytes at `ptr` valid until `done`; the count
+        // fits a c_int (CHUNK).
+        let rc = unsafe {
+            match t.direction {
+                Direction::Send => ffi::MPI_Isend(
+                    ptr,
+                    n as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    t.peer as c_int,
+                    tag,
+                    comm.0,
+                    &mut req,
+                ),
+                Direction::Recv => ffi::MPI_Irecv(
+                    ptr,
+                    n as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    t.peer as c_int,
+                    tag,
+                    comm.0,
+                    &mut req,
+                ),
+            }
+        };
+        if rc != 0 {
+            return Err(rc);
+        }
+        requests.push(req);
+        offset += n;
+        if offset >= t.len {
+            return Ok(requests);
+        }
+    }
+}
+
+/// The progress thread's state.
+struct Progress {
+    rank: u32,
+    comm: RawComm,
+    active: VecDeque<Active>,
+    pending: Pending,
+}
+
+fn progress_loop(
+    rank: u32,
+    comm: RawComm,
+    jobs: Receiver<Transfer>,
+    pending: Pending,
+    stop: Arc<AtomicBool>,
+    timeout: Option<Duration>,
+) {
+    let mut p = Progress {
+        rank,
+        comm,
+        active: VecDeque::new(),
+        pending,
+    };
+    loop {
+        // At exit, transfers still pending after the grace period are abandoned.
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        // Take new work: block when there is nothing to progress.
+        let next = if p.active.is_empty() {
+            match jobs.recv_timeout(Duration::from_millis(50)) {
+                Ok(t) => Some(t),
+                Err(_) => continue,
+            }
+        } else {
+            match jobs.try_recv() {
+                Ok(t) => Some(t),
+                Err(TryRecvError::Empty) => None,
+                Err(TryRecvError::Disconnected) => None,
+            }
+        };
+        if let Some(t) = next {
+            p.start(t);
+            p.publish();
+            continue;
+        }
+        if p.complete_finished() {
+            p.publish();
+            continue;
+        }
+        p.check_deadline(timeout);
+        // Transfers in flight: keep driving MPI's progress (a large message moves in
+        // fragments, each needing a progress call on both sides; napping between calls
+        // cut the bandwidth of 1-64 MiB copies between two GPUs to a fifth). Yield
+        // between polls: ranks may share cores.
+        std::thread::yield_now();
+    }
+}
+
+impl Progress {
+    fn start(&mut self, t: Transfer) {
+        match post(self.comm, &t) {
+            Ok(requests) => self.active.push_back(Active {
+                requests,
+                transfer: Some(t),
+                since: Instant::now(),
+            }),
+            Err(rc) => {
+                crate::diag!(
+                    "MirrorCL: rank {}: MPI error {rc} posting a {}",
+                    self.rank,
+                    describe(t.direction, t.peer, &t.what, Duration::ZERO)
+                );
+                (t.done)(false);
+            }
+        }
+    }
+
+    /// Runs the `done` of every transfer MPI finished; whether there was one.
+    fn complete_finished(&mut self) -> bool {
+        let mut progressed = false;
+        let mut i = 0;
+        while i < self.active.len() {
+            let a = &mut self.active[i];
+            let mut flag: c_int = 0;
+            // SAFETY: live requests posted above; statuses ignored.
+            let rc = unsafe {
+                ffi::MPI_Testall(
+                    a.requests.len() as c_int,
+                    a.requests.as_mut_ptr(),
+                    &mut flag,
+                    ffi::RSMPI_STATUSES_IGNORE,
+                )
+            };
+            if rc != 0 || flag != 0 {
+                let mut done = self.active.remove(i).expect("index in range");
+                if let Some(t) = done.transfer.take() {
+                    (t.done)(rc == 0);
+                }
+                progressed = true;
+            } else {
+                i += 1;
+            }
+        }
+        progressed
+    }
+
+    /// Reports every transfer in flight and ends the job once the oldest is overdue.
+    fn check_deadline(&self, timeout: Option<Duration>) {
+        let (Some(limit), Some(oldest)) = (timeout, self.active.iter().map(|a| a.since).min())
+        else {
+            return;
+        };
+        if oldest.elapsed() <= limit {
+            return;
+        }
+        for a in &self.active {
+            if let Some(t) = &a.transfer {
+                crate::diag!(
+                    "MirrorCL: rank {}: {} never completed \
+                     (deadline MIRRORCL_WAIT_TIMEOUT)",
+                    self.rank,
+                    describe(t.direction, t.peer, &t.what, a.since.elapsed())
+                );
+            }
+        }
+        crate::node::node().abort();
+    }
+
+    fn publish(&self) {
+        let mut p = self.pending.lock();
+        p.clear();
+        p.extend(self.active.iter().filter_map(|a| {
+            a.transfer
+                .as_ref()
+                .map(|t| (t.direction, t.peer, t.what, a.since))
+        }));
+    }
+}
