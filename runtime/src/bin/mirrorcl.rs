@@ -79,17 +79,12 @@ struct DoctorArgs {
 /// The command line, with mpirun's `-np` spelled `-n` before `--` (clap's short options
 /// are one letter); what follows `--` is the program's own.
 fn command_line() -> Vec<OsString> {
-    let mut program = false;
-    std::env::args_os()
-        .map(|a| {
-            program |= a == "--";
-            if !program && a == "-np" {
-                "-n".into()
-            } else {
-                a
-            }
-        })
-        .collect()
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    let program = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    for a in args[..program].iter_mut().filter(|a| *a == "-np") {
+        *a = "-n".into();
+    }
+    args
 }
 
 /// The library to preload: `--lib`, `MIRRORCL_LIB`, next to this executable, or in
