@@ -55,6 +55,8 @@ use std::process::ExitCode;
 use std::ptr;
 use std::time::Instant;
 
+use clap::Parser;
+
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
 use opencl3::device::{Device, CL_DEVICE_NAME, CL_DEVICE_TYPE_ALL};
@@ -81,163 +83,103 @@ const CREATE_BYTES: usize = 4096;
 /// Sub-microsecond calls (`clSetKernelArg`, the queries) are timed this many
 /// at a time; their figures are per call. A native query takes about 5 ns on
 /// a 2-vCPU VM, where reading the clock twice costs tens of ns: 100 calls
-/// keep the clock's share of a per-call figure to a few per cent. (USAGE
-/// repeats the number.)
+/// keep the clock's share of a per-call figure to a few per cent. (The help
+/// text of [`Args`] repeats the number.)
 const CALLS_PER_SAMPLE: usize = 100;
-/// Defaults, and `--quick`'s.
-const DEFAULT_ITERS: usize = 5000;
-const DEFAULT_WARMUP: usize = 200;
-const DEFAULT_BURSTS: usize = 30;
-const QUICK_DIVISOR: usize = 10;
-const QUICK_BURSTS: usize = 5;
 /// Goal: a MirrorCL round trip costs at most this many times the native one.
 const ROUND_TRIP_GOAL: f64 = 1.2;
 /// Goal: MirrorCL's burst throughput is at least this fraction of native.
 const BURST_GOAL: f64 = 0.8;
 
-const USAGE: &str = "\
-usage: mirrorcl-overhead [options]
-
-Measures MirrorCL's per-command cost against the native platform it wraps,
-per OpenCL API family (kernel, transfer, memory objects, synchronisation,
-queries), as the ratio MirrorCL/native taken in the same process. Both
-platforms must be visible through the ICD loader in this process
-(benches/run-overhead.sh arranges that).
-
-figures (family: what is timed):
-  kernel:          kernel (global size 1) enqueue + clFinish [goal <= 1.2x];
-                   burst of --burst-size enqueues + one clFinish, per
-                   command [goal: throughput >= 0.8x], and the enqueue
-                   calls alone; clSetKernelArg of one int, per call
-  transfer:        16 B blocking write [goal <= 1.2x]; 16 B blocking read
-                   [goal <= 1.2x]; 16 B clEnqueueCopyBuffer + clFinish;
-                   16 B blocking clEnqueueMapBuffer (read|write) +
-                   clEnqueueUnmapMemObject + clFinish
-  memory objects:  clCreateBuffer (4 KiB, no host pointer) +
-                   clReleaseMemObject
-  synchronisation: clEnqueueMarkerWithWaitList + clWaitForEvents +
-                   clReleaseEvent
-  queries:         clGetDeviceInfo(CL_DEVICE_NAME), clGetMemObjectInfo
-                   (CL_MEM_SIZE), per call
-Figures without a goal are reported only. Calls well under a microsecond
-(clSetKernelArg, the queries) are timed 100 at a time. Every operation is
-checked on each platform before and after measuring; a wrong result is an
-error (exit 1), not a figure.
-
-options:
-  --native NAME      native platform: first whose name contains NAME
-                     (default: \"Portable Computing Language\")
-  --native-only      measure only the native platform (no MirrorCL needed)
-  --mirror NAME      platform measured as MirrorCL: the one named exactly
-                     NAME, else the first whose name contains NAME (default
-                     \"MirrorCL\"; `--mirror \"Portable\"` gives an A/A run of
-                     the native platform against itself: the method's noise)
-  --iters N          timed samples per figure and platform (default 5000)
-  --warmup N         warm-up iterations per figure and platform (default 200)
-  --bursts N         timed bursts per platform (default 30)
-  --quick            smoke run: default --iters and --warmup divided by 10,
-                     5 bursts (explicit --iters/--warmup/--bursts still win)
-  --burst-size N     kernel enqueues per burst (default 10000)
-  --batch N          samples per figure in one block (default 5); blocks
-                     alternate native/MirrorCL, then MirrorCL/native, ...
-  --rewarm N         untimed iterations of each figure before each block
-                     (default 2)
-  --json PATH        also write the figures as JSON to PATH
-  --timeout SECS     give up (exit 3) if the whole run takes longer, e.g. a
-                     platform that never completes a command (default 900;
-                     0: never)
-  -h, --help         this text
-
-exit status: 0 measured (goals are reported, not enforced), 1 OpenCL error,
-2 a platform is missing or the arguments are wrong, 3 timed out.";
-
 // ---------------------------------------------------------------------------
 // Arguments
 
+/// Measures MirrorCL's per-command cost against the native platform it wraps.
+///
+/// Per OpenCL API family (kernel, transfer, memory objects, synchronisation,
+/// queries), as the ratio MirrorCL/native taken in the same process. Both
+/// platforms must be visible through the ICD loader in this process
+/// (benches/run-overhead.sh arranges that).
+///
+/// figures (family: what is timed):
+///   kernel:          kernel (global size 1) enqueue + clFinish [goal <= 1.2x];
+///                    burst of --burst-size enqueues + one clFinish, per
+///                    command [goal: throughput >= 0.8x], and the enqueue
+///                    calls alone; clSetKernelArg of one int, per call
+///   transfer:        16 B blocking write [goal <= 1.2x]; 16 B blocking read
+///                    [goal <= 1.2x]; 16 B clEnqueueCopyBuffer + clFinish;
+///                    16 B blocking clEnqueueMapBuffer (read|write) +
+///                    clEnqueueUnmapMemObject + clFinish
+///   memory objects:  clCreateBuffer (4 KiB, no host pointer) +
+///                    clReleaseMemObject
+///   synchronisation: clEnqueueMarkerWithWaitList + clWaitForEvents +
+///                    clReleaseEvent
+///   queries:         clGetDeviceInfo(CL_DEVICE_NAME), clGetMemObjectInfo
+///                    (CL_MEM_SIZE), per call
+/// Figures without a goal are reported only. Calls well under a microsecond
+/// (clSetKernelArg, the queries) are timed 100 at a time. Every operation is
+/// checked on each platform before and after measuring; a wrong result is an
+/// error (exit 1), not a figure.
+#[derive(Parser)]
+#[command(name = "mirrorcl-overhead", verbatim_doc_comment)]
+#[command(
+    after_help = "exit status: 0 measured (goals are reported, not enforced), \
+                        1 OpenCL error, 2 a platform is missing or the arguments are \
+                        wrong, 3 timed out."
+)]
+// The last of a repeated option wins: scripts put their defaults before the user's.
+#[command(args_override_self = true)]
 struct Args {
+    /// Native platform: the first whose name contains NAME
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_NATIVE)]
     native: String,
+    /// Platform measured as MirrorCL: named exactly NAME, else the first containing NAME ("Portable": an A/A run, the method's noise)
+    #[arg(long, value_name = "NAME", default_value = MIRRORCL_PLATFORM)]
     mirror: String,
+    /// Measure only the native platform (no MirrorCL needed)
+    #[arg(long)]
     native_only: bool,
+    /// Timed samples per figure and platform (--quick: 500)
+    #[arg(long, value_name = "N", default_value = "5000", default_value_if("quick", "true", "500"),
+          value_parser = positive)]
     iters: usize,
+    /// Warm-up iterations per figure and platform (--quick: 20)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "200",
+        default_value_if("quick", "true", "20")
+    )]
     warmup: usize,
+    /// Timed bursts per platform (--quick: 5)
+    #[arg(long, value_name = "N", default_value = "30", default_value_if("quick", "true", "5"),
+          value_parser = positive)]
     bursts: usize,
-    burst_size: usize,
-    batch: usize,
-    rewarm: usize,
-    json: Option<String>,
-    timeout_s: u64,
+    /// Smoke run: --iters and --warmup divided by 10, 5 bursts (explicit values still win)
+    #[arg(long)]
     quick: bool,
+    /// Kernel enqueues per burst
+    #[arg(long, value_name = "N", default_value = "10000", value_parser = positive)]
+    burst_size: usize,
+    /// Samples per figure in one block; blocks alternate native/MirrorCL, then MirrorCL/native, ...
+    #[arg(long, value_name = "N", default_value = "5", value_parser = positive)]
+    batch: usize,
+    /// Untimed iterations of each figure before each block
+    #[arg(long, value_name = "N", default_value = "2")]
+    rewarm: usize,
+    /// Also write the figures as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    json: Option<String>,
+    /// Give up (exit 3) if the whole run takes longer, e.g. a platform that never completes a command (0: never)
+    #[arg(long = "timeout", value_name = "SECS", default_value = "900")]
+    timeout_s: u64,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        native: DEFAULT_NATIVE.to_string(),
-        mirror: MIRRORCL_PLATFORM.to_string(),
-        native_only: false,
-        iters: DEFAULT_ITERS,
-        warmup: DEFAULT_WARMUP,
-        bursts: DEFAULT_BURSTS,
-        burst_size: 10_000,
-        batch: 5,
-        rewarm: 2,
-        json: None,
-        timeout_s: 900,
-        quick: false,
-    };
-    // Given explicitly, these win over --quick whatever the order.
-    let (mut iters, mut warmup, mut bursts) = (None, None, None);
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let (key, inline) = match arg.split_once('=') {
-            Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Result<String, String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        let number = |name: &str, v: String| -> Result<usize, String> {
-            v.parse::<usize>()
-                .map_err(|_| format!("{name}: not a number: {v}"))
-        };
-        match key.as_str() {
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            "--native" => args.native = value("--native")?,
-            "--mirror" => args.mirror = value("--mirror")?,
-            "--native-only" => args.native_only = true,
-            "--quick" => args.quick = true,
-            "--iters" => iters = Some(number("--iters", value("--iters")?)?),
-            "--warmup" => warmup = Some(number("--warmup", value("--warmup")?)?),
-            "--bursts" => bursts = Some(number("--bursts", value("--bursts")?)?),
-            "--burst-size" => args.burst_size = number("--burst-size", value("--burst-size")?)?,
-            "--batch" => args.batch = number("--batch", value("--batch")?)?,
-            "--rewarm" => args.rewarm = number("--rewarm", value("--rewarm")?)?,
-            "--json" => args.json = Some(value("--json")?),
-            "--timeout" => args.timeout_s = number("--timeout", value("--timeout")?)? as u64,
-            other => return Err(format!("unknown argument: {other}")),
-        }
+fn positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("not a positive number: {s}")),
     }
-    let (d_iters, d_warmup, d_bursts) = if args.quick {
-        (
-            DEFAULT_ITERS / QUICK_DIVISOR,
-            DEFAULT_WARMUP / QUICK_DIVISOR,
-            QUICK_BURSTS,
-        )
-    } else {
-        (DEFAULT_ITERS, DEFAULT_WARMUP, DEFAULT_BURSTS)
-    };
-    args.iters = iters.unwrap_or(d_iters);
-    args.warmup = warmup.unwrap_or(d_warmup);
-    args.bursts = bursts.unwrap_or(d_bursts);
-    if args.iters == 0 || args.bursts == 0 || args.burst_size == 0 || args.batch == 0 {
-        return Err("--iters, --bursts, --burst-size and --batch must be positive".into());
-    }
-    Ok(args)
 }
 
 // ---------------------------------------------------------------------------
@@ -1887,13 +1829,7 @@ fn run(args: &Args) -> Result<(), (u8, String)> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("mirrorcl-overhead: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = Args::parse();
     if args.timeout_s > 0 {
         let limit = args.timeout_s;
         std::thread::spawn(move || {

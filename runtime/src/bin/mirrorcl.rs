@@ -1,78 +1,90 @@
-//! `mirrorcl`: run a program on a MirrorCL cluster, show the cluster's devices, check a
-//! machine.
-//!
-//!     mirrorcl run -n N [--config F.toml] [--hostfile F] [--output root|all|raw]
-//!                  [--lib PATH] [--dry-run] -- ./app args...
-//!     mirrorcl devices [-n N] [--config F.toml] [--hostfile F] [--lib PATH]
-//!     mirrorcl doctor [--lib PATH]
+//! `mirrorcl`: run a program on a MirrorCL cluster (`run -n N -- ./app args`), show the
+//! cluster's devices (`devices`), check a machine (`doctor`); `mirrorcl --help`.
 //!
 //! `run` builds the `mpirun` line: the library preloaded, every `MIRRORCL_*` and
 //! `POCL_*` variable of this environment passed on, `--oversubscribe` when the ranks
 //! outnumber this machine's cores (without a hostfile), and the variables OpenMPI wants
 //! when run as root.
 
+use clap::{Args, Parser, Subcommand};
 use mirrorcl_runtime::cl::*;
 use mirrorcl_runtime::config::Config;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-const USAGE: &str = "usage:
-  mirrorcl run -n N [--config F.toml] [--hostfile F] [--output root|all|raw] [--lib PATH] [--dry-run] -- ./app args...
-  mirrorcl devices [-n N] [--config F.toml] [--hostfile F] [--lib PATH]
-  mirrorcl doctor [--lib PATH]";
+/// Runs OpenCL programs on a MirrorCL cluster, shows the cluster's devices, checks a machine.
+#[derive(Parser)]
+#[command(name = "mirrorcl", arg_required_else_help = true)]
+// The last of a repeated option wins, as in `mpirun`.
+#[command(args_override_self = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
 
-#[derive(Default)]
-struct Options {
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a program on N ranks: `mpirun` with libmirrorcl.so preloaded
+    Run(RunArgs),
+    /// The cluster's devices: id, owner rank, host, vendor, type, memory
+    Devices(Launch),
+    /// Check this machine: vendor ICDs, ICD loader, the library, MPI and its thread level
+    Doctor(DoctorArgs),
+    /// Rank 0 prints the device table (what `devices -n N` runs on every rank)
+    #[command(name = "__device-table", hide = true)]
+    DeviceTable,
+}
+
+/// What `run` and `devices` need to start ranks.
+#[derive(Args)]
+struct Launch {
+    /// Ranks to start (mpirun's `-np N` is accepted too)
+    #[arg(short = 'n', long = "ranks", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
     ranks: Option<u32>,
+    /// Cluster configuration, passed to every rank as MIRRORCL_CONFIG
+    #[arg(long, value_name = "F.toml")]
     config: Option<PathBuf>,
+    /// mpirun hostfile: the hosts of the ranks
+    #[arg(long, value_name = "F")]
     hostfile: Option<PathBuf>,
-    output: Option<String>,
+    /// libmirrorcl.so to preload (default: $MIRRORCL_LIB, beside this program, ../lib)
+    #[arg(long, value_name = "PATH")]
     lib: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    launch: Launch,
+    /// Whose standard output is shown: rank 0's, every rank's prefixed, or raw
+    #[arg(long, value_parser = ["root", "all", "raw"])]
+    output: Option<String>,
+    /// Print the mpirun command instead of running it
+    #[arg(long)]
     dry_run: bool,
+    /// The program and its arguments, after `--`, passed on untouched
+    #[arg(last = true, required = true, value_name = "PROGRAM")]
     program: Vec<OsString>,
 }
 
-fn parse(args: &[OsString]) -> Result<Options, String> {
-    let mut o = Options::default();
-    let mut i = 0;
-    let value = |i: &mut usize, name: &str| -> Result<OsString, String> {
-        *i += 1;
-        args.get(*i)
-            .cloned()
-            .ok_or_else(|| format!("{name} needs a value"))
-    };
-    while i < args.len() {
-        match args[i].to_str().unwrap_or("") {
-            "-n" | "-np" | "--ranks" => {
-                let v = value(&mut i, "-n")?;
-                let n: u32 = v
-                    .to_str()
-                    .and_then(|s| s.parse().ok())
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| format!("-n {}: not a positive number", v.to_string_lossy()))?;
-                o.ranks = Some(n);
-            }
-            "--config" => o.config = Some(value(&mut i, "--config")?.into()),
-            "--hostfile" => o.hostfile = Some(value(&mut i, "--hostfile")?.into()),
-            "--output" => {
-                let v = value(&mut i, "--output")?.to_string_lossy().into_owned();
-                if !matches!(v.as_str(), "root" | "all" | "raw") {
-                    return Err(format!("--output {v}: use root, all or raw"));
-                }
-                o.output = Some(v);
-            }
-            "--lib" => o.lib = Some(value(&mut i, "--lib")?.into()),
-            "--dry-run" => o.dry_run = true,
-            "--" => {
-                o.program = args[i + 1..].to_vec();
-                return Ok(o);
-            }
-            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
-        }
-        i += 1;
+#[derive(Args)]
+struct DoctorArgs {
+    /// libmirrorcl.so to check (default: $MIRRORCL_LIB, beside this program, ../lib)
+    #[arg(long, value_name = "PATH")]
+    lib: Option<PathBuf>,
+}
+
+/// The command line, with mpirun's `-np` spelled `-n` before `--` (clap's short options
+/// are one letter); what follows `--` is the program's own.
+fn command_line() -> Vec<OsString> {
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    let program = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    for a in args[..program].iter_mut().filter(|a| *a == "-np") {
+        *a = "-n".into();
     }
-    Ok(o)
+    args
 }
 
 /// The library to preload: `--lib`, `MIRRORCL_LIB`, next to this executable, or in
@@ -129,7 +141,12 @@ fn is_root() -> bool {
 }
 
 /// The `mpirun` command for `program` on `ranks` ranks.
-fn mpirun_command(o: &Options, ranks: u32, program: &[OsString]) -> Result<Command, String> {
+fn mpirun_command(
+    o: &Launch,
+    output: Option<&str>,
+    ranks: u32,
+    program: &[OsString],
+) -> Result<Command, String> {
     let mpirun = on_path("mpirun").ok_or(
         "mpirun not found on PATH: install OpenMPI (Debian/Ubuntu: apt-get install openmpi-bin) \
          or add its bin directory to PATH",
@@ -158,7 +175,7 @@ fn mpirun_command(o: &Options, ranks: u32, program: &[OsString]) -> Result<Comma
         cmd.arg("-x")
             .arg(format!("MIRRORCL_CONFIG={}", c.display()));
     }
-    if let Some(out) = &o.output {
+    if let Some(out) = output {
         cmd.arg("-x").arg(format!("MIRRORCL_OUTPUT={out}"));
     }
     let mut passed: Vec<String> = std::env::vars()
@@ -199,16 +216,17 @@ fn show(cmd: &Command) -> String {
     parts.join(" ")
 }
 
-fn run(o: Options) -> Result<ExitCode, String> {
-    let ranks = o.ranks.ok_or(format!("run: -n N is required\n{USAGE}"))?;
-    let Some(app) = o.program.first() else {
-        return Err(format!("run: no program after --\n{USAGE}"));
-    };
-    let app_path = Path::new(app);
+fn run(o: RunArgs) -> Result<ExitCode, String> {
+    // Checked here, not by clap, so that the message names the spelling users type.
+    let ranks = o
+        .launch
+        .ranks
+        .ok_or("run: -n N is required (mirrorcl run --help)")?;
+    let app_path = Path::new(&o.program[0]);
     if app_path.components().count() > 1 && !app_path.is_file() {
         return Err(format!("{}: no such program", app_path.display()));
     }
-    let mut cmd = mpirun_command(&o, ranks, &o.program)?;
+    let mut cmd = mpirun_command(&o.launch, o.output.as_deref(), ranks, &o.program)?;
     if o.dry_run {
         println!("{}", show(&cmd));
         return Ok(ExitCode::SUCCESS);
@@ -216,12 +234,12 @@ fn run(o: Options) -> Result<ExitCode, String> {
     run_mpirun(&mut cmd)
 }
 
-fn devices(o: Options) -> Result<ExitCode, String> {
+fn devices(o: Launch) -> Result<ExitCode, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
     match o.ranks {
         Some(ranks) => {
             // The table comes from rank 0; the other ranks take part in the exchange.
-            let mut cmd = mpirun_command(&o, ranks, &[exe.into(), "__device-table".into()])?;
+            let mut cmd = mpirun_command(&o, None, ranks, &[exe.into(), "__device-table".into()])?;
             run_mpirun(&mut cmd)
         }
         None => {
@@ -248,7 +266,7 @@ struct Finding {
     fix: String,
 }
 
-fn doctor(o: Options) -> Result<ExitCode, String> {
+fn doctor(o: DoctorArgs) -> Result<ExitCode, String> {
     let mut found: Vec<Finding> = Vec::new();
     let mut note = |ok: bool, what: String, fix: &str| {
         found.push(Finding {
@@ -439,26 +457,11 @@ fn count_devices(platform: mirrorcl_runtime::vendor::VPlatform) -> u32 {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let Some(command) = args.first().and_then(|a| a.to_str()).map(str::to_string) else {
-        eprintln!("{USAGE}");
-        return ExitCode::from(2);
-    };
-    let result = match command.as_str() {
-        "__device-table" => device_table(),
-        "run" | "devices" | "doctor" => match parse(&args[1..]) {
-            Ok(o) => match command.as_str() {
-                "run" => run(o),
-                "devices" => devices(o),
-                _ => doctor(o),
-            },
-            Err(e) => Err(e),
-        },
-        "-h" | "--help" | "help" => {
-            println!("{USAGE}");
-            Ok(ExitCode::SUCCESS)
-        }
-        other => Err(format!("unknown command {other:?}\n{USAGE}")),
+    let result = match Cli::parse_from(command_line()).command {
+        Cmd::Run(o) => run(o),
+        Cmd::Devices(o) => devices(o),
+        Cmd::Doctor(o) => doctor(o),
+        Cmd::DeviceTable => device_table(),
     };
     match result {
         Ok(code) => code,

@@ -1,9 +1,5 @@
-//! `mirrorcl-bench`: MirrorCL's benchmark suite in one command (`benches/run.sh` builds
-//! the programs and calls it). Runs the IV.7.2 microbenchmark in the thesis' three
-//! variants next to hand-written MPI, the cost per command against the native platform
-//! per API family, the copy bandwidth between two ranks next to raw MPI, and the
-//! applications' strong scaling; writes JSON, CSV, SVG plots and a Markdown summary,
-//! and (with `--docs`) puts the summary into `docs/benchmarks.md`.
+//! `mirrorcl-bench`: MirrorCL's benchmark suite in one command; what it runs and its
+//! options: [`Options`] (`--help`).
 
 mod apps;
 mod bandwidth;
@@ -12,40 +8,13 @@ mod overhead;
 mod plot;
 mod run;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{ArgAction, Parser, ValueEnum};
 use run::{describe_machine, Runner, Vendor};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-
-const USAGE: &str = "\
-usage: mirrorcl-bench [options]        (benches/run.sh builds everything, then calls this)
-
-  --parts LIST        micro,overhead,bandwidth,apps (default: all four)
-  --ranks LIST        rank counts for the microbenchmark and the applications (default 1,2,4)
-  --reps N            repetitions of every measured run (default 3; the median, or the
-                      applications' best, is reported)
-  --iters N           microbenchmark iterations (default 100, as in the thesis)
-  --vendor NAME       pocl (default) or nvidia: the platform MirrorCL wraps and the
-                      native runs use; one device per rank
-  --sizes PRESET      application sizes: small, medium (default), large (GPUs)
-  --app-size APP=N    one application's APP_SIZE (repeatable)
-  --app-check MODE    all or sample: which outputs the applications check against
-                      their CPU reference (default: sample for large sizes, else all)
-  --apps LIST         applications to run (default: all six)
-  --max-bytes N       largest bandwidth size (default 1G; suffixes K, M, G)
-  --label NAME        names the machine's results (default: local)
-  --out DIR           where results go (default target/bench/LABEL)
-  --docs FILE         put the summary into FILE's section for LABEL and copy the
-                      results to docs/bench/LABEL/ beside it
-  --bin-dir DIR       the C programs (default target/bench/bin)
-  --lib PATH          libmirrorcl.so (default target/release/libmirrorcl.so)
-  --overhead-bin PATH mirrorcl-overhead (default: beside this program)
-  --timeout S         deadline of one run in seconds (default 900)
-  --quick             a smoke run: 20 iterations, 1 repetition, small sizes, 4 MiB
-  --publish-only      run nothing: summarise what --out holds (parts run separately
-                      into one directory add up) and publish it with --docs
-";
 
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
@@ -57,26 +26,115 @@ pub fn median(v: &[f64]) -> f64 {
     }
 }
 
+/// MirrorCL's benchmark suite in one command (`benches/run.sh` builds everything, then calls this).
+///
+/// Runs the IV.7.2 microbenchmark in the thesis' three variants next to hand-written MPI,
+/// the cost per command against the native platform per API family, the copy bandwidth
+/// between two ranks next to raw MPI, and the applications' strong scaling; writes JSON,
+/// CSV, SVG plots and a Markdown summary, and (with --docs) puts the summary into
+/// docs/benchmarks.md.
+#[derive(Parser)]
+#[command(name = "mirrorcl-bench")]
+// The last of a repeated option wins: scripts put their defaults before the user's.
+#[command(args_override_self = true)]
 struct Options {
-    parts: Vec<String>,
+    /// Parts to run, comma-separated
+    #[arg(long, value_name = "LIST", value_enum, value_delimiter = ',', action = ArgAction::Set,
+          default_value = "micro,overhead,bandwidth,apps")]
+    parts: Vec<Part>,
+    /// Rank counts of the microbenchmark and the applications, comma-separated
+    #[arg(long, value_name = "LIST", value_delimiter = ',', action = ArgAction::Set,
+          default_value = "1,2,4", value_parser = positive)]
     ranks: Vec<usize>,
+    /// Repetitions of every measured run: the median, or the applications' best, is reported
+    #[arg(long, value_name = "N", default_value = "3", default_value_if("quick", "true", "1"),
+          value_parser = at_least_one)]
     reps: usize,
+    /// Microbenchmark iterations (100 as in the thesis; --quick: 20)
+    #[arg(long, value_name = "N", default_value = "100", default_value_if("quick", "true", "20"),
+          value_parser = at_least_one)]
     iters: usize,
+    /// The platform MirrorCL wraps and the native runs use; one device per rank
+    #[arg(
+        long,
+        value_name = "NAME",
+        value_enum,
+        ignore_case = true,
+        default_value = "pocl"
+    )]
     vendor: Vendor,
+    /// Application sizes (large: GPUs; --quick: small)
+    #[arg(long, value_name = "PRESET", default_value = "medium",
+          default_value_if("quick", "true", "small"),
+          value_parser = ["small", "medium", "large"])]
     sizes: String,
+    /// One application's APP_SIZE (repeatable)
+    #[arg(long = "app-size", value_name = "APP=N", value_parser = app_size)]
     app_sizes: Vec<(String, String)>,
+    /// Outputs the applications check against their CPU reference (default: sample for large sizes, else all)
+    #[arg(long, value_name = "MODE", value_parser = ["all", "sample"])]
     app_check: Option<String>,
+    /// Applications to run, comma-separated (default: all)
+    #[arg(long, value_name = "LIST", value_delimiter = ',', action = ArgAction::Set,
+          default_values = apps::APPS, hide_default_value = true,
+          value_parser = PossibleValuesParser::new(apps::APPS).map(|a| app_name(&a)))]
     apps: Vec<&'static str>,
+    /// Largest bandwidth size, with suffix K, M or G (--quick: 4M)
+    #[arg(long, value_name = "N", default_value = "1G", default_value_if("quick", "true", "4M"),
+          value_parser = bytes)]
     max_bytes: usize,
+    /// Names the machine's results (letters, digits, -, _, .)
+    #[arg(long, value_name = "NAME", default_value = "local", value_parser = label)]
     label: String,
+    /// Where results go (default: target/bench/LABEL)
+    #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Put the summary into FILE's section for LABEL and copy the results to bench/LABEL/ beside it
+    #[arg(long, value_name = "FILE")]
     docs: Option<PathBuf>,
+    /// The C programs
+    #[arg(long, value_name = "DIR", default_value = "target/bench/bin")]
     bin_dir: PathBuf,
+    /// libmirrorcl.so
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "target/release/libmirrorcl.so"
+    )]
     lib: PathBuf,
+    /// mirrorcl-overhead (default: beside this program)
+    #[arg(long, value_name = "PATH")]
     overhead_bin: Option<PathBuf>,
+    /// Deadline of one run in seconds
+    #[arg(long, value_name = "S", default_value = "900")]
     timeout: u64,
+    /// A smoke run: 20 iterations, 1 repetition, small sizes, 4 MiB (explicit values win)
+    #[arg(long)]
     quick: bool,
+    /// Run nothing: summarise what --out holds (parts run separately into one directory add up) and publish it with --docs
+    #[arg(long)]
     publish_only: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+enum Part {
+    Micro,
+    Overhead,
+    Bandwidth,
+    Apps,
+}
+
+fn positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("not a positive number: {s}")),
+    }
+}
+
+fn at_least_one(s: &str) -> Result<usize, String> {
+    s.parse::<usize>()
+        .map(|n| n.max(1))
+        .map_err(|_| format!("not a number: {s}"))
 }
 
 fn bytes(s: &str) -> Result<usize, String> {
@@ -91,125 +149,28 @@ fn bytes(s: &str) -> Result<usize, String> {
         .map_err(|_| format!("not a size: {s}"))
 }
 
-fn parse(args: &[String]) -> Result<Options, String> {
-    let mut o = Options {
-        parts: ["micro", "overhead", "bandwidth", "apps"]
-            .map(String::from)
-            .to_vec(),
-        ranks: vec![1, 2, 4],
-        reps: 3,
-        iters: 100,
-        vendor: Vendor::Pocl,
-        sizes: "medium".into(),
-        app_sizes: Vec::new(),
-        app_check: None,
-        apps: apps::APPS.to_vec(),
-        max_bytes: 1 << 30,
-        label: "local".into(),
-        out: None,
-        docs: None,
-        bin_dir: PathBuf::from("target/bench/bin"),
-        lib: PathBuf::from("target/release/libmirrorcl.so"),
-        overhead_bin: None,
-        timeout: 900,
-        quick: false,
-        publish_only: false,
-    };
-    let (mut reps, mut iters, mut max, mut sizes) = (None, None, None, None);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{a} needs a value"))
-        };
-        let number = |v: String| {
-            v.parse::<usize>()
-                .map_err(|_| format!("{a}: not a number: {v}"))
-        };
-        match a.as_str() {
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                std::process::exit(0);
-            }
-            "--parts" => {
-                o.parts = value()?.split(',').map(String::from).collect();
-                for p in &o.parts {
-                    if !["micro", "overhead", "bandwidth", "apps"].contains(&p.as_str()) {
-                        return Err(format!("--parts: unknown part {p}"));
-                    }
-                }
-            }
-            "--ranks" => {
-                o.ranks = value()?
-                    .split(',')
-                    .map(|r| r.parse::<usize>().map_err(|_| format!("--ranks: {r}")))
-                    .collect::<Result<_, _>>()?;
-                if o.ranks.is_empty() || o.ranks.contains(&0) {
-                    return Err("--ranks: positive counts".into());
-                }
-            }
-            "--reps" => reps = Some(number(value()?)?.max(1)),
-            "--iters" => iters = Some(number(value()?)?.max(1)),
-            "--vendor" => o.vendor = Vendor::parse(&value()?)?,
-            "--sizes" => {
-                let v = value()?;
-                if apps::size(&v, "ep").is_none() {
-                    return Err(format!("--sizes: small, medium or large, not {v}"));
-                }
-                sizes = Some(v);
-            }
-            "--app-size" => {
-                let v = value()?;
-                let (app, n) = v
-                    .split_once('=')
-                    .ok_or_else(|| format!("--app-size APP=N, not {v}"))?;
-                o.app_sizes.push((app.into(), n.into()));
-            }
-            "--app-check" => {
-                let v = value()?;
-                if v != "all" && v != "sample" {
-                    return Err(format!("--app-check: all or sample, not {v}"));
-                }
-                o.app_check = Some(v);
-            }
-            "--apps" => {
-                o.apps = value()?
-                    .split(',')
-                    .map(|a| {
-                        apps::APPS
-                            .iter()
-                            .copied()
-                            .find(|x| *x == a)
-                            .ok_or_else(|| format!("--apps: unknown application {a}"))
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-            "--max-bytes" => max = Some(bytes(&value()?)?),
-            "--label" => o.label = value()?,
-            "--out" => o.out = Some(value()?.into()),
-            "--docs" => o.docs = Some(value()?.into()),
-            "--bin-dir" => o.bin_dir = value()?.into(),
-            "--lib" => o.lib = value()?.into(),
-            "--overhead-bin" => o.overhead_bin = Some(value()?.into()),
-            "--timeout" => o.timeout = number(value()?)? as u64,
-            "--quick" => o.quick = true,
-            "--publish-only" => o.publish_only = true,
-            other => return Err(format!("unknown argument {other}\n{USAGE}")),
-        }
-    }
-    o.reps = reps.unwrap_or(if o.quick { 1 } else { 3 });
-    o.iters = iters.unwrap_or(if o.quick { 20 } else { 100 });
-    o.max_bytes = max.unwrap_or(if o.quick { 4 << 20 } else { 1 << 30 });
-    o.sizes = sizes.unwrap_or(if o.quick { "small".into() } else { o.sizes });
-    if !o
-        .label
-        .chars()
+fn app_size(s: &str) -> Result<(String, String), String> {
+    let (app, n) = s.split_once('=').ok_or_else(|| format!("APP=N, not {s}"))?;
+    Ok((app.into(), n.into()))
+}
+
+/// The static name of an application clap has already checked against [`apps::APPS`].
+fn app_name(a: &str) -> &'static str {
+    apps::APPS
+        .iter()
+        .copied()
+        .find(|x| *x == a)
+        .unwrap_or_default()
+}
+
+fn label(s: &str) -> Result<String, String> {
+    if s.chars()
         .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     {
-        return Err("--label: letters, digits, - _ . only".into());
+        Ok(s.into())
+    } else {
+        Err("letters, digits, - _ . only".into())
     }
-    Ok(o)
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
@@ -217,8 +178,7 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match parse(&args).and_then(|o| run_all(&o)) {
+    match run_all(&Options::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mirrorcl-bench: {e}");
@@ -266,14 +226,14 @@ fn run_all(o: &Options) -> Result<(), String> {
         machine["date"]
     );
     eprintln!("mirrorcl-bench: {machine_line}");
-    let has = |p: &str| o.parts.iter().any(|x| x == p);
+    let has = |p: Part| o.parts.contains(&p);
     // One GPU per rank: more ranks than GPUs would leave ranks without a device.
     let gpus = machine["vendor_devices"]
         .split("; ")
         .filter(|s| !s.is_empty())
         .count();
     let most = o.ranks.iter().copied().max().unwrap_or(1);
-    if o.vendor == Vendor::Nvidia && has("bandwidth") && gpus < 2 {
+    if o.vendor == Vendor::Nvidia && has(Part::Bandwidth) && gpus < 2 {
         return Err(format!(
             "the bandwidth part needs 2 GPUs (one per rank); this machine has {gpus}"
         ));
@@ -322,7 +282,7 @@ fn run_all(o: &Options) -> Result<(), String> {
     };
     let rel = |f: &str| format!("bench/{}/{f}", o.label);
 
-    if has("micro") {
+    if has(Part::Micro) {
         eprintln!("mirrorcl-bench: the IV.7.2 microbenchmark");
         let rows = micro::run(&runner, &o.ranks, o.iters, o.reps)?;
         results["micro"] = Value::Array(rows.iter().map(|r| r.to_json()).collect());
@@ -341,7 +301,7 @@ fn run_all(o: &Options) -> Result<(), String> {
         ), &[])?;
     }
 
-    if has("overhead") {
+    if has(Part::Overhead) {
         eprintln!("mirrorcl-bench: cost per command against the native platform");
         let bin = match &o.overhead_bin {
             Some(b) => b.clone(),
@@ -360,7 +320,7 @@ fn run_all(o: &Options) -> Result<(), String> {
         save(&results)?;
     }
 
-    if has("bandwidth") {
+    if has(Part::Bandwidth) {
         eprintln!("mirrorcl-bench: copy bandwidth between two ranks");
         let (fig, notes) = bandwidth::run(&runner, o.max_bytes)?;
         results["bandwidth_notes"] = json!(notes);
@@ -374,7 +334,7 @@ fn run_all(o: &Options) -> Result<(), String> {
         ), &notes)?;
     }
 
-    if has("apps") {
+    if has(Part::Apps) {
         eprintln!("mirrorcl-bench: the applications");
         let size_of = |app: &str| {
             o.app_sizes

@@ -9,21 +9,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The vendor platform that MirrorCL wraps and that the native runs use directly.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Vendor {
     Pocl,
     Nvidia,
 }
 
 impl Vendor {
-    pub fn parse(s: &str) -> Result<Vendor, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "pocl" => Ok(Vendor::Pocl),
-            "nvidia" => Ok(Vendor::Nvidia),
-            other => Err(format!("--vendor: unknown vendor {other} (pocl, nvidia)")),
-        }
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Vendor::Pocl => "pocl",
