@@ -31,18 +31,17 @@ macro_rules! entry {
     ($(#[$m:meta])* fn $($rest:tt)+) => { entry!(@fn eager [$(#[$m])*] fn $($rest)+); };
     ($(#[$m:meta])* info $($rest:tt)+) => { entry!(@fn eager [$(#[$m])*] info $($rest)+); };
 
-    (@prologue eager) => { $crate::count_call(); $crate::platform(); };
-    (@prologue lazy) => { $crate::count_call(); };
-    (@prologue interpose) => {};
+    (@prologue eager) => { $crate::opencl_call };
+    (@prologue lazy) => { $crate::opencl_call_lazy };
+    (@prologue interpose) => { $crate::interposed_call };
 
     (@fn $mode:ident [$($attr:tt)*]
         fn $name:ident($($a:ident: $t:ty),* $(,)?) -> cl_int { $($body:tt)* }) => {
         $($attr)*
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> $crate::cl_int {
-            $crate::guard($crate::CL_OUT_OF_HOST_MEMORY, || {
-                entry!(@prologue $mode);
-                $crate::status((|| -> $crate::ClResult<()> { $($body)* })())
+            $crate::run_status(entry!(@prologue $mode), || -> $crate::ClResult<()> {
+                $($body)*
             })
         }
     };
@@ -52,44 +51,38 @@ macro_rules! entry {
         $($attr)*
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t,)* errcode_ret: *mut $crate::cl_int) -> $ret {
-            let (object, code) = $crate::guard(
-                (std::ptr::null_mut(), $crate::CL_OUT_OF_HOST_MEMORY),
-                || {
-                    entry!(@prologue $mode);
-                    (|| -> $crate::ClResult<($ret, $crate::cl_int)> { $($body)* })()
-                        .unwrap_or_else(|e| (std::ptr::null_mut(), e))
-                },
-            );
-            $crate::write_errcode(errcode_ret, code);
-            object
+            $crate::run_object_with_code(
+                entry!(@prologue $mode),
+                errcode_ret,
+                || -> $crate::ClResult<($ret, $crate::cl_int)> { $($body)* },
+            )
         }
     };
     (@fn $mode:ident [$($attr:tt)*]
         fn $name:ident($($a:ident: $t:ty),* $(,)?) -> $ret:ty, errcode_ret { $($body:tt)* }) => {
-        entry!(@fn $mode [$($attr)*]
-            fn $name($($a: $t),*) -> ($ret, cl_int), errcode_ret {
-                (|| -> $crate::ClResult<$ret> { $($body)* })().map(|p| (p, $crate::CL_SUCCESS))
-            });
+        $($attr)*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($a: $t,)* errcode_ret: *mut $crate::cl_int) -> $ret {
+            $crate::run_object(
+                entry!(@prologue $mode),
+                errcode_ret,
+                || -> $crate::ClResult<$ret> { $($body)* },
+            )
+        }
     };
     (@fn $mode:ident [$($attr:tt)*]
         fn $name:ident($($a:ident: $t:ty),* $(,)?) -> $ret:ty = $fallback:expr; { $($body:tt)* }) => {
         $($attr)*
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> $ret {
-            $crate::guard($fallback, || {
-                entry!(@prologue $mode);
-                $($body)*
-            })
+            $crate::run_value(entry!(@prologue $mode), $fallback, || -> $ret { $($body)* })
         }
     };
     (@fn $mode:ident [$($attr:tt)*] fn $name:ident($($a:ident: $t:ty),* $(,)?) { $($body:tt)* }) => {
         $($attr)*
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) {
-            $crate::guard((), || {
-                entry!(@prologue $mode);
-                $($body)*
-            })
+            $crate::run_value(entry!(@prologue $mode), (), || { $($body)* })
         }
     };
     (@fn $mode:ident [$($attr:tt)*]
@@ -129,29 +122,78 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 pub static mirrorcl_icd_marker: u32 = 0x4d434c;
 
 /// The one panic guard of every exported function: `on_panic` instead of unwinding into
-/// C (for `cl_int` results `CL_OUT_OF_HOST_MEMORY`, the closest code the specification
-/// has for an internal failure).
+/// C.
 #[inline]
 pub(crate) fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(on_panic)
 }
 
-/// An entry point's result as its return code.
+/// The prologue of an OpenCL entry point: counted, and the platform initialised.
 #[inline]
-pub(crate) fn status(result: ClResult<()>) -> cl_int {
-    match result {
-        Ok(()) => CL_SUCCESS,
-        Err(e) => e,
-    }
+pub(crate) fn opencl_call() {
+    count_call();
+    platform();
 }
 
-/// Reports an object-creating call's code through `errcode_ret`, if given.
+/// The prologue of a `lazy` OpenCL entry point: counted only.
 #[inline]
-pub(crate) fn write_errcode(errcode_ret: *mut cl_int, code: cl_int) {
+pub(crate) fn opencl_call_lazy() {
+    count_call();
+}
+
+/// The prologue of an interposed C-library or MPI function: nothing.
+#[inline]
+pub(crate) fn interposed_call() {}
+
+/// An entry point returning `cl_int`: the error, or `CL_SUCCESS`; a panic is
+/// `CL_OUT_OF_HOST_MEMORY`, the closest code the specification has for an internal failure.
+#[inline]
+pub(crate) fn run_status(prologue: impl FnOnce(), body: impl FnOnce() -> ClResult<()>) -> cl_int {
+    guard(CL_OUT_OF_HOST_MEMORY, || {
+        prologue();
+        match body() {
+            Ok(()) => CL_SUCCESS,
+            Err(e) => e,
+        }
+    })
+}
+
+/// An entry point creating an object: the object and `CL_SUCCESS` through `errcode_ret`,
+/// or NULL and the error.
+#[inline]
+pub(crate) fn run_object<T>(
+    prologue: impl FnOnce(),
+    errcode_ret: *mut cl_int,
+    body: impl FnOnce() -> ClResult<*mut T>,
+) -> *mut T {
+    run_object_with_code(prologue, errcode_ret, || body().map(|p| (p, CL_SUCCESS)))
+}
+
+/// [`run_object`] for an object returned with a code of its own.
+#[inline]
+pub(crate) fn run_object_with_code<T>(
+    prologue: impl FnOnce(),
+    errcode_ret: *mut cl_int,
+    body: impl FnOnce() -> ClResult<(*mut T, cl_int)>,
+) -> *mut T {
+    let (object, code) = guard((std::ptr::null_mut(), CL_OUT_OF_HOST_MEMORY), || {
+        prologue();
+        body().unwrap_or_else(|e| (std::ptr::null_mut(), e))
+    });
     if !errcode_ret.is_null() {
         // SAFETY: the application passed a valid out-pointer or NULL.
         unsafe { *errcode_ret = code };
     }
+    object
+}
+
+/// An entry point returning a pointer or nothing: `on_panic` if the body panics.
+#[inline]
+pub(crate) fn run_value<R>(prologue: impl FnOnce(), on_panic: R, body: impl FnOnce() -> R) -> R {
+    guard(on_panic, || {
+        prologue();
+        body()
+    })
 }
 
 #[inline]

@@ -35,10 +35,10 @@ entry! {
             if s.is_null() {
                 return Err(CL_INVALID_VALUE);
             }
-            // SAFETY: `lengths` has `count` entries when not NULL.
             let len = if lengths.is_null() {
                 0
             } else {
+                // SAFETY: `lengths` has `count` entries when not NULL.
                 unsafe { *lengths.add(i) }
             };
             if len == 0 {
