@@ -3,9 +3,10 @@
 use crate::api::memory::buffer_in;
 use crate::info::{array, return_event, wait_list};
 use mirrorcl_runtime::cl::*;
+use mirrorcl_runtime::device::Device;
 use mirrorcl_runtime::enqueue::{self as rt, Rect};
 use mirrorcl_runtime::event::Event;
-use mirrorcl_runtime::kernel::{ArgValue, Kernel};
+use mirrorcl_runtime::kernel::{ArgValue, Kernel, WorkGroupLimits};
 use mirrorcl_runtime::memory::Buffer;
 use mirrorcl_runtime::object::Handle;
 use mirrorcl_runtime::queue::Queue;
@@ -513,6 +514,45 @@ entry! {
     }
 }
 
+/// The local work size of a launch, checked against the global size, the kernel's
+/// limits and the device's (`None`: the implementation chooses).
+fn local_size(
+    local_work_size: *const usize,
+    dims: usize,
+    global: [usize; 3],
+    limits: WorkGroupLimits,
+    device: &Device,
+) -> ClResult<Option<[usize; 3]>> {
+    let required = limits.required;
+    if local_work_size.is_null() {
+        if required != [0; 3] {
+            return Err(CL_INVALID_WORK_GROUP_SIZE);
+        }
+        return Ok(None);
+    }
+    let mut l = [1usize; 3];
+    l[..dims].copy_from_slice(array(local_work_size, dims));
+    if (0..dims).any(|i| l[i] == 0 || !global[i].is_multiple_of(l[i])) {
+        return Err(CL_INVALID_WORK_GROUP_SIZE);
+    }
+    if required != [0; 3] && required[..dims] != l[..dims] {
+        return Err(CL_INVALID_WORK_GROUP_SIZE);
+    }
+    if l.iter().product::<usize>() > limits.max {
+        return Err(CL_INVALID_WORK_GROUP_SIZE);
+    }
+    let max_items = device.info(CL_DEVICE_MAX_WORK_ITEM_SIZES).unwrap_or(&[]);
+    for (i, &li) in l.iter().enumerate().take(dims) {
+        let at = i * std::mem::size_of::<usize>();
+        if let Some(bytes) = max_items.get(at..at + std::mem::size_of::<usize>()) {
+            if li > usize::from_ne_bytes(bytes.try_into().expect("usize bytes")) {
+                return Err(CL_INVALID_WORK_ITEM_SIZE);
+            }
+        }
+    }
+    Ok(Some(l))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn ndrange(
     queue: cl_command_queue,
@@ -558,36 +598,7 @@ fn ndrange(
         }
         Some(o)
     };
-    let required = limits.required;
-    let local = if local_work_size.is_null() {
-        if required != [0; 3] {
-            return Err(CL_INVALID_WORK_GROUP_SIZE);
-        }
-        None
-    } else {
-        let mut l = [1usize; 3];
-        l[..dims].copy_from_slice(array(local_work_size, dims));
-        if (0..dims).any(|i| l[i] == 0 || global[i] % l[i] != 0) {
-            return Err(CL_INVALID_WORK_GROUP_SIZE);
-        }
-        if required != [0; 3] && required[..dims] != l[..dims] {
-            return Err(CL_INVALID_WORK_GROUP_SIZE);
-        }
-        let max_group = limits.max;
-        if l.iter().product::<usize>() > max_group {
-            return Err(CL_INVALID_WORK_GROUP_SIZE);
-        }
-        let max_items = q.device.info(CL_DEVICE_MAX_WORK_ITEM_SIZES).unwrap_or(&[]);
-        for (i, &li) in l.iter().enumerate().take(dims) {
-            let at = i * std::mem::size_of::<usize>();
-            if let Some(bytes) = max_items.get(at..at + std::mem::size_of::<usize>()) {
-                if li > usize::from_ne_bytes(bytes.try_into().expect("usize bytes")) {
-                    return Err(CL_INVALID_WORK_ITEM_SIZE);
-                }
-            }
-        }
-        Some(l)
-    };
+    let local = local_size(local_work_size, dims, global, limits, &q.device)?;
     // CL_INVALID_KERNEL_ARGS if the kernel argument values have not been specified.
     let args: Vec<ArgValue> = k
         .args
