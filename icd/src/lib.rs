@@ -27,7 +27,9 @@
 /// initialising anything.
 macro_rules! entry {
     ($(#[$m:meta])* lazy $($rest:tt)+) => { entry!(@fn lazy [$(#[$m])*] $($rest)+); };
-    ($(#[$m:meta])* interpose $($rest:tt)+) => { entry!(@fn interpose [$(#[$m])*] $($rest)+); };
+    ($(#[$m:meta])* interpose $($rest:tt)+) => {
+        entry!(@fn interpose [$(#[$m])*] $($rest)+);
+    };
     ($(#[$m:meta])* fn $($rest:tt)+) => { entry!(@fn eager [$(#[$m])*] fn $($rest)+); };
     ($(#[$m:meta])* info $($rest:tt)+) => { entry!(@fn eager [$(#[$m])*] info $($rest)+); };
 
@@ -71,14 +73,16 @@ macro_rules! entry {
         }
     };
     (@fn $mode:ident [$($attr:tt)*]
-        fn $name:ident($($a:ident: $t:ty),* $(,)?) -> $ret:ty = $fallback:expr; { $($body:tt)* }) => {
+        fn $name:ident($($a:ident: $t:ty),* $(,)?) -> $ret:ty = $fallback:expr;
+        { $($body:tt)* }) => {
         $($attr)*
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> $ret {
             $crate::run_value(entry!(@prologue $mode), $fallback, || -> $ret { $($body)* })
         }
     };
-    (@fn $mode:ident [$($attr:tt)*] fn $name:ident($($a:ident: $t:ty),* $(,)?) { $($body:tt)* }) => {
+    (@fn $mode:ident [$($attr:tt)*]
+        fn $name:ident($($a:ident: $t:ty),* $(,)?) { $($body:tt)* }) => {
         $($attr)*
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) {
@@ -273,4 +277,32 @@ entry_points! {
 pub(crate) fn c_str<'a>(p: *const libc::c_char) -> Option<&'a CStr> {
     // SAFETY: the application passes a NUL-terminated string or NULL.
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) })
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every exported function is declared through `entry!`: `#[no_mangle]` is written
+    /// only in the macro and on the ICD marker.
+    #[test]
+    fn no_mangle_only_through_entry() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut dirs = vec![src];
+        let mut found = Vec::new();
+        while let Some(dir) = dirs.pop() {
+            for e in std::fs::read_dir(&dir).expect("source directory") {
+                let path = e.expect("directory entry").path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|x| x == "rs") {
+                    let text = std::fs::read_to_string(&path).expect("source file");
+                    let n = text.lines().filter(|l| l.trim() == "#[no_mangle]").count();
+                    if n > 0 {
+                        found.push((path.file_name().unwrap().to_owned(), n));
+                    }
+                }
+            }
+        }
+        // Five arms of the macro (the `info` arm delegates) and the marker.
+        assert_eq!(found, vec![("lib.rs".into(), 6)], "{found:?}");
+    }
 }
