@@ -20,6 +20,7 @@ pub(crate) trait InfoQuery {
 
 /// A `clGet*Info` call: the object, its answer, and the answer written per the
 /// specification.
+#[inline]
 pub(crate) fn get_info<Q: InfoQuery>(
     handles: Q::Handles,
     param: cl_uint,
@@ -42,14 +43,17 @@ enum Answer {
 }
 
 impl Info {
+    #[inline]
     pub fn bytes(v: Vec<u8>) -> Info {
         Info(Answer::Bytes(v))
     }
 
+    #[inline]
     pub fn value<T: Copy>(v: T) -> Info {
         Info::slice(std::slice::from_ref(&v))
     }
 
+    #[inline]
     pub fn slice<T: Copy>(v: &[T]) -> Info {
         let len = std::mem::size_of_val(v);
         let mut out = vec![0u8; len];
@@ -58,6 +62,7 @@ impl Info {
         Info::bytes(out)
     }
 
+    #[inline]
     pub fn text(s: &str) -> Info {
         let mut v = s.as_bytes().to_vec();
         v.push(0);
@@ -69,6 +74,7 @@ impl Info {
     }
 
     /// The answer's size in bytes.
+    #[inline]
     fn len(&self) -> usize {
         match &self.0 {
             Answer::Bytes(b) => b.len(),
@@ -78,6 +84,7 @@ impl Info {
 
     /// Writes the answer per the specification: `CL_INVALID_VALUE` if `size` is smaller
     /// than the answer and `value` is not NULL.
+    #[inline]
     pub fn write(&self, size: usize, value: *mut c_void, size_ret: *mut usize) -> ClResult<()> {
         let len = self.len();
         if !value.is_null() {
