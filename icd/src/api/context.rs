@@ -123,9 +123,11 @@ pub(crate) struct ContextInfo;
 impl InfoQuery for ContextInfo {
     type Handles = (cl_context,);
     type Object = Arc<Context>;
+    #[inline]
     fn object((context,): (cl_context,)) -> ClResult<Arc<Context>> {
         Context::from_handle(context)
     }
+    #[inline]
     fn answer(ctx: &Arc<Context>, param: cl_context_info) -> ClResult<Info> {
         Ok(match param {
             CL_CONTEXT_REFERENCE_COUNT => Info::value::<cl_uint>(ctx.header().count()),
@@ -240,9 +242,11 @@ pub(crate) struct QueueInfo;
 impl InfoQuery for QueueInfo {
     type Handles = (cl_command_queue,);
     type Object = Arc<Queue>;
+    #[inline]
     fn object((queue,): (cl_command_queue,)) -> ClResult<Arc<Queue>> {
         Queue::from_handle(queue)
     }
+    #[inline]
     fn answer(q: &Arc<Queue>, param: cl_command_queue_info) -> ClResult<Info> {
         Ok(match param {
             CL_QUEUE_CONTEXT => Info::value(q.context.handle()),

@@ -35,9 +35,11 @@ pub(crate) struct EventInfo;
 impl InfoQuery for EventInfo {
     type Handles = (cl_event,);
     type Object = Arc<Event>;
+    #[inline]
     fn object((ev,): (cl_event,)) -> ClResult<Arc<Event>> {
         Event::from_handle(ev)
     }
+    #[inline]
     fn answer(e: &Arc<Event>, param: cl_event_info) -> ClResult<Info> {
         Ok(match param {
             CL_EVENT_COMMAND_QUEUE => {
@@ -110,9 +112,11 @@ pub(crate) struct EventProfilingInfo;
 impl InfoQuery for EventProfilingInfo {
     type Handles = (cl_event,);
     type Object = Arc<Event>;
+    #[inline]
     fn object((ev,): (cl_event,)) -> ClResult<Arc<Event>> {
         Event::from_handle(ev)
     }
+    #[inline]
     fn answer(e: &Arc<Event>, param: cl_profiling_info) -> ClResult<Info> {
         e.profiling_info(param).map(Info::value::<cl_ulong>)
     }

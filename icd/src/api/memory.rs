@@ -172,9 +172,11 @@ pub(crate) struct MemInfo;
 impl InfoQuery for MemInfo {
     type Handles = (cl_mem,);
     type Object = Arc<Buffer>;
+    #[inline]
     fn object((memobj,): (cl_mem,)) -> ClResult<Arc<Buffer>> {
         Buffer::from_handle(memobj)
     }
+    #[inline]
     fn answer(b: &Arc<Buffer>, param: cl_mem_info) -> ClResult<Info> {
         Ok(match param {
             CL_MEM_TYPE => Info::value::<cl_mem_object_type>(CL_MEM_OBJECT_BUFFER),

@@ -61,9 +61,11 @@ pub(crate) struct PlatformInfo;
 impl InfoQuery for PlatformInfo {
     type Handles = (cl_platform_id,);
     type Object = ();
+    #[inline]
     fn object((platform_id,): (cl_platform_id,)) -> ClResult<()> {
         Platform::check(platform_id).map(|_| ())
     }
+    #[inline]
     fn answer(_: &(), param: cl_platform_info) -> ClResult<Info> {
         Ok(match param {
             CL_PLATFORM_PROFILE => Info::text(rt::PLATFORM_PROFILE),
@@ -142,9 +144,11 @@ pub(crate) struct DeviceInfo;
 impl InfoQuery for DeviceInfo {
     type Handles = (cl_device_id,);
     type Object = Arc<Device>;
+    #[inline]
     fn object((device,): (cl_device_id,)) -> ClResult<Arc<Device>> {
         Device::from_handle(device)
     }
+    #[inline]
     fn answer(d: &Arc<Device>, param: cl_device_info) -> ClResult<Info> {
         Ok(match param {
             CL_DEVICE_PLATFORM => Info::value(platform().handle()),

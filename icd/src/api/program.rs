@@ -281,9 +281,11 @@ pub(crate) struct ProgramInfo;
 impl InfoQuery for ProgramInfo {
     type Handles = (cl_program,);
     type Object = Arc<Program>;
+    #[inline]
     fn object((program,): (cl_program,)) -> ClResult<Arc<Program>> {
         Program::from_handle(program)
     }
+    #[inline]
     fn answer(p: &Arc<Program>, param: cl_program_info) -> ClResult<Info> {
         Ok(match param {
             CL_PROGRAM_REFERENCE_COUNT => Info::value::<cl_uint>(p.header().count()),
@@ -324,6 +326,7 @@ pub(crate) struct ProgramBuildInfo;
 impl InfoQuery for ProgramBuildInfo {
     type Handles = (cl_program, cl_device_id);
     type Object = (Arc<Program>, Arc<Device>);
+    #[inline]
     fn object((program, device): Self::Handles) -> ClResult<Self::Object> {
         let p = Program::from_handle(program)?;
         let d = Device::from_handle(device)?;
@@ -332,6 +335,7 @@ impl InfoQuery for ProgramBuildInfo {
         }
         Ok((p, d))
     }
+    #[inline]
     fn answer((p, d): &Self::Object, param: cl_program_build_info) -> ClResult<Info> {
         Ok(match param {
             CL_PROGRAM_BUILD_OPTIONS => Info::text(&p.build.lock().options),
@@ -532,9 +536,11 @@ pub(crate) struct KernelInfo;
 impl InfoQuery for KernelInfo {
     type Handles = (cl_kernel,);
     type Object = Arc<Kernel>;
+    #[inline]
     fn object((kernel,): (cl_kernel,)) -> ClResult<Arc<Kernel>> {
         Kernel::from_handle(kernel)
     }
+    #[inline]
     fn answer(k: &Arc<Kernel>, param: cl_kernel_info) -> ClResult<Info> {
         Ok(match param {
             CL_KERNEL_FUNCTION_NAME => Info::text(&k.name),
@@ -560,6 +566,7 @@ pub(crate) struct KernelArgInfo;
 impl InfoQuery for KernelArgInfo {
     type Handles = (cl_kernel, cl_uint);
     type Object = (Arc<Kernel>, cl_uint);
+    #[inline]
     fn object((kernel, arg_index): Self::Handles) -> ClResult<Self::Object> {
         let k = Kernel::from_handle(kernel)?;
         if arg_index >= k.num_args {
@@ -567,6 +574,7 @@ impl InfoQuery for KernelArgInfo {
         }
         Ok((k, arg_index))
     }
+    #[inline]
     fn answer((k, arg_index): &Self::Object, param: cl_kernel_arg_info) -> ClResult<Info> {
         match k.facts.arg_answer(*arg_index, param) {
             Some(Ok(b)) => Ok(Info::bytes(b.clone())),
@@ -606,11 +614,13 @@ pub(crate) struct KernelWorkGroupInfo;
 impl InfoQuery for KernelWorkGroupInfo {
     type Handles = (cl_kernel, cl_device_id);
     type Object = (Arc<Kernel>, Arc<Device>);
+    #[inline]
     fn object((kernel, device): Self::Handles) -> ClResult<Self::Object> {
         let k = Kernel::from_handle(kernel)?;
         let d = kernel_device(&k, device)?;
         Ok((k, d))
     }
+    #[inline]
     fn answer((k, d): &Self::Object, param: cl_kernel_work_group_info) -> ClResult<Info> {
         if param == CL_KERNEL_LOCAL_MEM_SIZE {
             if let Some(v) = k.local_mem_size(d) {

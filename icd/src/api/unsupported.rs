@@ -110,9 +110,11 @@ pub(crate) struct ImageInfo;
 impl InfoQuery for ImageInfo {
     type Handles = (cl_mem,);
     type Object = Infallible;
+    #[inline]
     fn object((memobj,): (cl_mem,)) -> ClResult<Infallible> {
         not_an_image(memobj)
     }
+    #[inline]
     fn answer(object: &Infallible, _: cl_uint) -> ClResult<Info> {
         match *object {}
     }
@@ -281,9 +283,11 @@ pub(crate) struct SamplerInfo;
 impl InfoQuery for SamplerInfo {
     type Handles = (cl_sampler,);
     type Object = Infallible;
+    #[inline]
     fn object(_: (cl_sampler,)) -> ClResult<Infallible> {
         Err(CL_INVALID_SAMPLER)
     }
+    #[inline]
     fn answer(object: &Infallible, _: cl_uint) -> ClResult<Info> {
         match *object {}
     }
