@@ -6,13 +6,117 @@
 
 #![allow(non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
 
+/// Declares exported C functions. Every arm writes the `#[no_mangle] pub unsafe extern
+/// "C" fn` itself and wraps the body, so no entry point can skip the policy: a panic
+/// guard around everything, the call counter and platform initialisation first, and the
+/// `errcode_ret` write last.
+///
+/// - `fn f(args) -> cl_int { ClResult<()> }`: the error, or `CL_SUCCESS`.
+/// - `fn f(args) -> T, errcode_ret { ClResult<T> }`: appends `errcode_ret: *mut cl_int`;
+///   NULL and the error, or the object and `CL_SUCCESS`.
+/// - `fn f(args) -> (T, cl_int), errcode_ret { ClResult<(T, cl_int)> }`: the same, for an
+///   object returned with a code other than `CL_SUCCESS`.
+/// - `fn f(args) -> T = fallback; { T }` and `fn f(args) { }`: pointers and `void`;
+///   `fallback` (nothing for `void`) if the body panics.
+/// - `info fn f(handles; param_type) => Query;`: a `clGet*Info` function, its last four
+///   parameters appended and answered by [`info::get_info`].
+///
+/// A `lazy` prefix leaves platform initialisation to the body, for entry points that
+/// must work before (or without) it; an `interpose` prefix is for the C-library and MPI
+/// functions MirrorCL stands in for, which are no OpenCL calls: neither counted nor
+/// initialising anything.
+macro_rules! entry {
+    ($(#[$m:meta])* lazy $($rest:tt)+) => { entry!(@fn lazy [$(#[$m])*] $($rest)+); };
+    ($(#[$m:meta])* interpose $($rest:tt)+) => {
+        entry!(@fn interpose [$(#[$m])*] $($rest)+);
+    };
+    ($(#[$m:meta])* fn $($rest:tt)+) => { entry!(@fn eager [$(#[$m])*] fn $($rest)+); };
+    ($(#[$m:meta])* info $($rest:tt)+) => { entry!(@fn eager [$(#[$m])*] info $($rest)+); };
+
+    (@prologue eager) => { $crate::opencl_call };
+    (@prologue lazy) => { $crate::opencl_call_lazy };
+    (@prologue interpose) => { $crate::interposed_call };
+
+    (@fn $mode:ident [$($attr:tt)*]
+        fn $name:ident($($a:ident: $t:ty),* $(,)?) -> cl_int { $($body:tt)* }) => {
+        $($attr)*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> $crate::cl_int {
+            $crate::run_status(entry!(@prologue $mode), || -> $crate::ClResult<()> {
+                $($body)*
+            })
+        }
+    };
+    (@fn $mode:ident [$($attr:tt)*]
+        fn $name:ident($($a:ident: $t:ty),* $(,)?) -> ($ret:ty, cl_int), errcode_ret
+        { $($body:tt)* }) => {
+        $($attr)*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($a: $t,)* errcode_ret: *mut $crate::cl_int) -> $ret {
+            $crate::run_object_with_code(
+                entry!(@prologue $mode),
+                errcode_ret,
+                || -> $crate::ClResult<($ret, $crate::cl_int)> { $($body)* },
+            )
+        }
+    };
+    (@fn $mode:ident [$($attr:tt)*]
+        fn $name:ident($($a:ident: $t:ty),* $(,)?) -> $ret:ty, errcode_ret { $($body:tt)* }) => {
+        $($attr)*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($a: $t,)* errcode_ret: *mut $crate::cl_int) -> $ret {
+            $crate::run_object(
+                entry!(@prologue $mode),
+                errcode_ret,
+                || -> $crate::ClResult<$ret> { $($body)* },
+            )
+        }
+    };
+    (@fn $mode:ident [$($attr:tt)*]
+        fn $name:ident($($a:ident: $t:ty),* $(,)?) -> $ret:ty = $fallback:expr;
+        { $($body:tt)* }) => {
+        $($attr)*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> $ret {
+            $crate::run_value(entry!(@prologue $mode), $fallback, || -> $ret { $($body)* })
+        }
+    };
+    (@fn $mode:ident [$($attr:tt)*]
+        fn $name:ident($($a:ident: $t:ty),* $(,)?) { $($body:tt)* }) => {
+        $($attr)*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($a: $t),*) {
+            $crate::run_value(entry!(@prologue $mode), (), || { $($body)* })
+        }
+    };
+    (@fn $mode:ident [$($attr:tt)*]
+        info fn $name:ident($($a:ident: $t:ty),+ ; $param:ty) => $query:ty;) => {
+        entry!(@fn $mode [$($attr)*]
+            fn $name(
+                $($a: $t,)+
+                param_name: $param,
+                param_value_size: usize,
+                param_value: *mut std::ffi::c_void,
+                param_value_size_ret: *mut usize,
+            ) -> cl_int {
+                $crate::info::get_info::<$query>(
+                    ($($a,)+),
+                    param_name,
+                    param_value_size,
+                    param_value,
+                    param_value_size_ret,
+                )
+            });
+    };
+}
+
 mod api;
 mod info;
 mod replica;
 
 use mirrorcl_runtime::cl::cl_icd::_cl_icd_dispatch;
-use mirrorcl_runtime::cl::*;
-use mirrorcl_runtime::ClResult;
+pub(crate) use mirrorcl_runtime::cl::{cl_int, CL_OUT_OF_HOST_MEMORY, CL_SUCCESS};
+pub(crate) use mirrorcl_runtime::ClResult;
 use std::ffi::{c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -21,33 +125,79 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 #[no_mangle]
 pub static mirrorcl_icd_marker: u32 = 0x4d434c;
 
-/// Runs an entry point: a panic becomes `CL_OUT_OF_HOST_MEMORY` (the closest code the
-/// specification has for an internal failure) instead of unwinding into C.
-pub(crate) fn entry(f: impl FnOnce() -> ClResult<()>) -> cl_int {
-    count_call();
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => CL_SUCCESS,
-        Ok(Err(e)) => e,
-        Err(_) => CL_OUT_OF_HOST_MEMORY,
-    }
+/// The one panic guard of every exported function: `on_panic` instead of unwinding into
+/// C.
+#[inline]
+pub(crate) fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(on_panic)
 }
 
-/// Runs an entry point that returns an object and reports through `errcode_ret`.
-pub(crate) fn entry_obj<T>(
-    errcode_ret: *mut cl_int,
-    f: impl FnOnce() -> ClResult<*mut T>,
-) -> *mut T {
+/// The prologue of an OpenCL entry point: counted, and the platform initialised.
+#[inline]
+pub(crate) fn opencl_call() {
     count_call();
-    let (ptr, code) = match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(p)) => (p, CL_SUCCESS),
-        Ok(Err(e)) => (std::ptr::null_mut(), e),
-        Err(_) => (std::ptr::null_mut(), CL_OUT_OF_HOST_MEMORY),
-    };
+    platform();
+}
+
+/// The prologue of a `lazy` OpenCL entry point: counted only.
+#[inline]
+pub(crate) fn opencl_call_lazy() {
+    count_call();
+}
+
+/// The prologue of an interposed C-library or MPI function: nothing.
+#[inline]
+pub(crate) fn interposed_call() {}
+
+/// An entry point returning `cl_int`: the error, or `CL_SUCCESS`; a panic is
+/// `CL_OUT_OF_HOST_MEMORY`, the closest code the specification has for an internal failure.
+#[inline]
+pub(crate) fn run_status(prologue: impl FnOnce(), body: impl FnOnce() -> ClResult<()>) -> cl_int {
+    guard(CL_OUT_OF_HOST_MEMORY, || {
+        prologue();
+        match body() {
+            Ok(()) => CL_SUCCESS,
+            Err(e) => e,
+        }
+    })
+}
+
+/// An entry point creating an object: the object and `CL_SUCCESS` through `errcode_ret`,
+/// or NULL and the error.
+#[inline]
+pub(crate) fn run_object<T>(
+    prologue: impl FnOnce(),
+    errcode_ret: *mut cl_int,
+    body: impl FnOnce() -> ClResult<*mut T>,
+) -> *mut T {
+    run_object_with_code(prologue, errcode_ret, || body().map(|p| (p, CL_SUCCESS)))
+}
+
+/// [`run_object`] for an object returned with a code of its own.
+#[inline]
+pub(crate) fn run_object_with_code<T>(
+    prologue: impl FnOnce(),
+    errcode_ret: *mut cl_int,
+    body: impl FnOnce() -> ClResult<(*mut T, cl_int)>,
+) -> *mut T {
+    let (object, code) = guard((std::ptr::null_mut(), CL_OUT_OF_HOST_MEMORY), || {
+        prologue();
+        body().unwrap_or_else(|e| (std::ptr::null_mut(), e))
+    });
     if !errcode_ret.is_null() {
         // SAFETY: the application passed a valid out-pointer or NULL.
         unsafe { *errcode_ret = code };
     }
-    ptr
+    object
+}
+
+/// An entry point returning a pointer or nothing: `on_panic` if the body panics.
+#[inline]
+pub(crate) fn run_value<R>(prologue: impl FnOnce(), on_panic: R, body: impl FnOnce() -> R) -> R {
+    guard(on_panic, || {
+        prologue();
+        body()
+    })
 }
 
 #[inline]
@@ -56,7 +206,8 @@ fn count_call() {
     add(&COUNTERS.api_calls, 1);
 }
 
-/// Initialises the platform on the first call; every entry point calls it.
+/// Initialises the platform on the first call; every entry point but the `lazy` ones
+/// calls it first.
 pub(crate) fn platform() -> &'static mirrorcl_runtime::platform::Platform {
     mirrorcl_runtime::object::set_dispatch(&DISPATCH as *const _cl_icd_dispatch as *const c_void);
     mirrorcl_runtime::platform::platform()
@@ -126,4 +277,32 @@ entry_points! {
 pub(crate) fn c_str<'a>(p: *const libc::c_char) -> Option<&'a CStr> {
     // SAFETY: the application passes a NUL-terminated string or NULL.
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) })
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every exported function is declared through `entry!`: `#[no_mangle]` is written
+    /// only in the macro and on the ICD marker.
+    #[test]
+    fn no_mangle_only_through_entry() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut dirs = vec![src];
+        let mut found = Vec::new();
+        while let Some(dir) = dirs.pop() {
+            for e in std::fs::read_dir(&dir).expect("source directory") {
+                let path = e.expect("directory entry").path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|x| x == "rs") {
+                    let text = std::fs::read_to_string(&path).expect("source file");
+                    let n = text.lines().filter(|l| l.trim() == "#[no_mangle]").count();
+                    if n > 0 {
+                        found.push((path.file_name().unwrap().to_owned(), n));
+                    }
+                }
+            }
+        }
+        // Five arms of the macro (the `info` arm delegates) and the marker.
+        assert_eq!(found, vec![("lib.rs".into(), 6)], "{found:?}");
+    }
 }

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 static AT_LOAD: extern "C" fn() = at_load;
 
 extern "C" fn at_load() {
-    let _ = std::panic::catch_unwind(replica::at_load);
+    crate::guard((), replica::at_load);
 }
 
 /// The next definition of `name` after this library's, looked up once.
@@ -62,111 +62,120 @@ unsafe fn path_for(path: *const c_char, mode: *const c_char) -> *const c_char {
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    match real!(c"fopen", Fopen) {
-        // SAFETY: forwarded with the caller's arguments (or /dev/null for the path).
-        Some(f) => unsafe { f(path_for(path, mode), mode) },
-        None => std::ptr::null_mut(),
+entry! {
+    interpose fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE
+        = std::ptr::null_mut(); {
+        match real!(c"fopen", Fopen) {
+            // SAFETY: forwarded with the caller's arguments (or /dev/null for the path).
+            Some(f) => unsafe { f(path_for(path, mode), mode) },
+            None => std::ptr::null_mut(),
+        }
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    match real!(c"fopen64", Fopen) {
-        // SAFETY: as in fopen.
-        Some(f) => unsafe { f(path_for(path, mode), mode) },
-        None => std::ptr::null_mut(),
+entry! {
+    interpose fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE
+        = std::ptr::null_mut(); {
+        match real!(c"fopen64", Fopen) {
+            // SAFETY: as in fopen.
+            Some(f) => unsafe { f(path_for(path, mode), mode) },
+            None => std::ptr::null_mut(),
+        }
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn freopen(
-    path: *const c_char,
-    mode: *const c_char,
-    stream: *mut libc::FILE,
-) -> *mut libc::FILE {
-    match real!(c"freopen", Freopen) {
-        // SAFETY: as in fopen.
-        Some(f) => unsafe { f(path_for(path, mode), mode, stream) },
-        None => std::ptr::null_mut(),
+entry! {
+    interpose fn freopen(
+        path: *const c_char,
+        mode: *const c_char,
+        stream: *mut libc::FILE,
+    ) -> *mut libc::FILE = std::ptr::null_mut(); {
+        match real!(c"freopen", Freopen) {
+            // SAFETY: as in fopen.
+            Some(f) => unsafe { f(path_for(path, mode), mode, stream) },
+            None => std::ptr::null_mut(),
+        }
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn srand(seed: c_uint) {
-    let seed = replica::common_seed(seed as u64) as c_uint;
-    if let Some(f) = real!(c"srand", unsafe extern "C" fn(c_uint)) {
-        // SAFETY: the C library's srand.
-        unsafe { f(seed) };
+entry! {
+    interpose fn srand(seed: c_uint) {
+        let seed = replica::common_seed(seed as u64) as c_uint;
+        if let Some(f) = real!(c"srand", unsafe extern "C" fn(c_uint)) {
+            // SAFETY: the C library's srand.
+            unsafe { f(seed) };
+        }
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn srandom(seed: c_uint) {
-    let seed = replica::common_seed(seed as u64) as c_uint;
-    if let Some(f) = real!(c"srandom", unsafe extern "C" fn(c_uint)) {
-        // SAFETY: the C library's srandom.
-        unsafe { f(seed) };
+entry! {
+    interpose fn srandom(seed: c_uint) {
+        let seed = replica::common_seed(seed as u64) as c_uint;
+        if let Some(f) = real!(c"srandom", unsafe extern "C" fn(c_uint)) {
+            // SAFETY: the C library's srandom.
+            unsafe { f(seed) };
+        }
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn srand48(seed: c_long) {
-    let seed = replica::common_seed(seed as u64) as c_long;
-    if let Some(f) = real!(c"srand48", unsafe extern "C" fn(c_long)) {
-        // SAFETY: the C library's srand48.
-        unsafe { f(seed) };
+entry! {
+    interpose fn srand48(seed: c_long) {
+        let seed = replica::common_seed(seed as u64) as c_long;
+        if let Some(f) = real!(c"srand48", unsafe extern "C" fn(c_long)) {
+            // SAFETY: the C library's srand48.
+            unsafe { f(seed) };
+        }
     }
 }
 
 type MpiInitThread = unsafe extern "C" fn(*mut c_int, *mut c_void, c_int, *mut c_int) -> c_int;
 
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Init_thread(
-    argc: *mut c_int,
-    argv: *mut c_void,
-    required: c_int,
-    provided: *mut c_int,
-) -> c_int {
-    if mirrorcl_runtime::node::owns_mpi() {
-        if !provided.is_null() {
-            // SAFETY: the caller's out-pointer; MirrorCL initialised MPI_THREAD_MULTIPLE.
-            unsafe { *provided = mirrorcl_runtime::node::thread_multiple() };
+entry! {
+    interpose fn MPI_Init_thread(
+        argc: *mut c_int,
+        argv: *mut c_void,
+        required: c_int,
+        provided: *mut c_int,
+    ) -> c_int = 1; {
+        if mirrorcl_runtime::node::owns_mpi() {
+            if !provided.is_null() {
+                // SAFETY: the caller's out-pointer; MirrorCL initialised
+                // MPI_THREAD_MULTIPLE.
+                unsafe { *provided = mirrorcl_runtime::node::thread_multiple() };
+            }
+            return 0;
         }
-        return 0;
-    }
-    match real!(c"MPI_Init_thread", MpiInitThread) {
-        // SAFETY: forwarded as given.
-        Some(f) => unsafe { f(argc, argv, required, provided) },
-        None => 1,
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut c_void) -> c_int {
-    if mirrorcl_runtime::node::owns_mpi() {
-        return 0;
-    }
-    match real!(
-        c"MPI_Init",
-        unsafe extern "C" fn(*mut c_int, *mut c_void) -> c_int
-    ) {
-        // SAFETY: forwarded as given.
-        Some(f) => unsafe { f(argc, argv) },
-        None => 1,
+        match real!(c"MPI_Init_thread", MpiInitThread) {
+            // SAFETY: forwarded as given.
+            Some(f) => unsafe { f(argc, argv, required, provided) },
+            None => 1,
+        }
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Finalize() -> c_int {
-    // MirrorCL finalises the MPI it initialised at exit, after its own last transfers.
-    if mirrorcl_runtime::node::owns_mpi() {
-        return 0;
+entry! {
+    interpose fn MPI_Init(argc: *mut c_int, argv: *mut c_void) -> c_int = 1; {
+        if mirrorcl_runtime::node::owns_mpi() {
+            return 0;
+        }
+        match real!(c"MPI_Init", unsafe extern "C" fn(*mut c_int, *mut c_void) -> c_int) {
+            // SAFETY: forwarded as given.
+            Some(f) => unsafe { f(argc, argv) },
+            None => 1,
+        }
     }
-    match real!(c"MPI_Finalize", unsafe extern "C" fn() -> c_int) {
-        // SAFETY: MPI's own finalisation.
-        Some(f) => unsafe { f() },
-        None => 1,
+}
+
+entry! {
+    /// MirrorCL finalises the MPI it initialised at exit, after its own last transfers.
+    interpose fn MPI_Finalize() -> c_int = 1; {
+        if mirrorcl_runtime::node::owns_mpi() {
+            return 0;
+        }
+        match real!(c"MPI_Finalize", unsafe extern "C" fn() -> c_int) {
+            // SAFETY: MPI's own finalisation.
+            Some(f) => unsafe { f() },
+            None => 1,
+        }
     }
 }

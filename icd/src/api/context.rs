@@ -1,8 +1,7 @@
 //! Context and command-queue entry points.
 
 use crate::api::platform::{device_list, devices_of_type};
-use crate::info::Info;
-use crate::{entry, entry_obj, platform};
+use crate::info::{Info, InfoQuery};
 use mirrorcl_runtime::cl::*;
 use mirrorcl_runtime::context::{Context, ContextNotify};
 use mirrorcl_runtime::device::Device;
@@ -77,70 +76,60 @@ fn create_context(
     Ok(Context::into_handle(ctx))
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clCreateContext(
-    properties: *const cl_context_properties,
-    num_devices: cl_uint,
-    devices: *const cl_device_id,
-    pfn_notify: Notify,
-    user_data: *mut c_void,
-    errcode_ret: *mut cl_int,
-) -> cl_context {
-    entry_obj(errcode_ret, || {
-        platform();
+entry! {
+    fn clCreateContext(
+        properties: *const cl_context_properties,
+        num_devices: cl_uint,
+        devices: *const cl_device_id,
+        pfn_notify: Notify,
+        user_data: *mut c_void,
+    ) -> cl_context, errcode_ret {
         // CL_INVALID_VALUE if devices is NULL or num_devices is 0.
         if devices.is_null() || num_devices == 0 {
             return Err(CL_INVALID_VALUE);
         }
         let list = device_list(num_devices, devices)?;
         create_context(properties, list, pfn_notify, user_data)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clCreateContextFromType(
-    properties: *const cl_context_properties,
-    device_type: cl_device_type,
-    pfn_notify: Notify,
-    user_data: *mut c_void,
-    errcode_ret: *mut cl_int,
-) -> cl_context {
-    entry_obj(errcode_ret, || {
-        platform();
+entry! {
+    fn clCreateContextFromType(
+        properties: *const cl_context_properties,
+        device_type: cl_device_type,
+        pfn_notify: Notify,
+        user_data: *mut c_void,
+    ) -> cl_context, errcode_ret {
         context_properties(properties)?;
         let list = devices_of_type(device_type)?;
         create_context(properties, list, pfn_notify, user_data)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clRetainContext(context: cl_context) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clRetainContext(context: cl_context) -> cl_int {
         Context::retain_handle(context)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clReleaseContext(context: cl_context) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clReleaseContext(context: cl_context) -> cl_int {
         Context::release_handle(context).map(|_| ())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetContextInfo(
-    context: cl_context,
-    param_name: cl_context_info,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut usize,
-) -> cl_int {
-    entry(|| {
-        platform();
-        let ctx = Context::from_handle(context)?;
-        let info = match param_name {
+pub(crate) struct ContextInfo;
+
+impl InfoQuery for ContextInfo {
+    type Handles = (cl_context,);
+    type Object = Arc<Context>;
+    #[inline]
+    fn object((context,): (cl_context,)) -> ClResult<Arc<Context>> {
+        Context::from_handle(context)
+    }
+    #[inline]
+    fn answer(ctx: &Arc<Context>, param: cl_context_info) -> ClResult<Info> {
+        Ok(match param {
             CL_CONTEXT_REFERENCE_COUNT => Info::value::<cl_uint>(ctx.header().count()),
             CL_CONTEXT_NUM_DEVICES => Info::value::<cl_uint>(ctx.devices.len() as cl_uint),
             CL_CONTEXT_DEVICES => {
@@ -149,25 +138,26 @@ pub unsafe extern "C" fn clGetContextInfo(
             }
             CL_CONTEXT_PROPERTIES => Info::slice(&ctx.properties),
             _ => return Err(CL_INVALID_VALUE),
-        };
-        info.write(param_value_size, param_value, param_value_size_ret)
-    })
+        })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clSetContextDestructorCallback(
-    context: cl_context,
-    pfn_notify: Option<unsafe extern "C" fn(cl_context, *mut c_void)>,
-    user_data: *mut c_void,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    info fn clGetContextInfo(context: cl_context; cl_context_info) => ContextInfo;
+}
+
+entry! {
+    fn clSetContextDestructorCallback(
+        context: cl_context,
+        pfn_notify: Option<unsafe extern "C" fn(cl_context, *mut c_void)>,
+        user_data: *mut c_void,
+    ) -> cl_int {
         let ctx = Context::from_handle(context)?;
         let f = pfn_notify.ok_or(CL_INVALID_VALUE)?;
         // Runs when the context is deleted, after its objects are.
         ctx.destructors.add(f, user_data);
         Ok(())
-    })
+    }
 }
 
 const QUEUE_PROPERTIES: cl_command_queue_properties =
@@ -178,7 +168,6 @@ fn create_queue(
     device: cl_device_id,
     properties: cl_command_queue_properties,
 ) -> ClResult<*mut c_void> {
-    platform();
     let ctx = Context::from_handle(context)?;
     let dev = Device::from_handle(device)?;
     // CL_INVALID_DEVICE if device is not associated with context.
@@ -196,24 +185,22 @@ fn create_queue(
     Ok(Queue::into_handle(Queue::new(ctx, dev, properties)?))
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clCreateCommandQueue(
-    context: cl_context,
-    device: cl_device_id,
-    properties: cl_command_queue_properties,
-    errcode_ret: *mut cl_int,
-) -> cl_command_queue {
-    entry_obj(errcode_ret, || create_queue(context, device, properties))
+entry! {
+    fn clCreateCommandQueue(
+        context: cl_context,
+        device: cl_device_id,
+        properties: cl_command_queue_properties,
+    ) -> cl_command_queue, errcode_ret {
+        create_queue(context, device, properties)
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clCreateCommandQueueWithProperties(
-    context: cl_context,
-    device: cl_device_id,
-    properties: *const cl_queue_properties,
-    errcode_ret: *mut cl_int,
-) -> cl_command_queue {
-    entry_obj(errcode_ret, || {
+entry! {
+    fn clCreateCommandQueueWithProperties(
+        context: cl_context,
+        device: cl_device_id,
+        properties: *const cl_queue_properties,
+    ) -> cl_command_queue, errcode_ret {
         let mut bits = 0;
         if !properties.is_null() {
             let mut i = 0;
@@ -234,78 +221,71 @@ pub unsafe extern "C" fn clCreateCommandQueueWithProperties(
             }
         }
         create_queue(context, device, bits)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clRetainCommandQueue(queue: cl_command_queue) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clRetainCommandQueue(queue: cl_command_queue) -> cl_int {
         Queue::retain_handle(queue)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clReleaseCommandQueue(queue: cl_command_queue) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clReleaseCommandQueue(queue: cl_command_queue) -> cl_int {
         // Issuers flush after every batch, which is the implicit flush asked for here.
         Queue::release_handle(queue).map(|_| ())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetCommandQueueInfo(
-    queue: cl_command_queue,
-    param_name: cl_command_queue_info,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut usize,
-) -> cl_int {
-    entry(|| {
-        platform();
-        let q = Queue::from_handle(queue)?;
-        let info = match param_name {
+pub(crate) struct QueueInfo;
+
+impl InfoQuery for QueueInfo {
+    type Handles = (cl_command_queue,);
+    type Object = Arc<Queue>;
+    #[inline]
+    fn object((queue,): (cl_command_queue,)) -> ClResult<Arc<Queue>> {
+        Queue::from_handle(queue)
+    }
+    #[inline]
+    fn answer(q: &Arc<Queue>, param: cl_command_queue_info) -> ClResult<Info> {
+        Ok(match param {
             CL_QUEUE_CONTEXT => Info::value(q.context.handle()),
             CL_QUEUE_DEVICE => Info::value(q.device.handle()),
             CL_QUEUE_REFERENCE_COUNT => Info::value::<cl_uint>(q.header().count()),
             CL_QUEUE_PROPERTIES => Info::value::<cl_command_queue_properties>(q.properties),
             _ => return Err(CL_INVALID_VALUE),
-        };
-        info.write(param_value_size, param_value, param_value_size_ret)
-    })
+        })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clSetCommandQueueProperty(
-    queue: cl_command_queue,
-    _properties: cl_command_queue_properties,
-    _enable: cl_bool,
-    _old_properties: *mut cl_command_queue_properties,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    info fn clGetCommandQueueInfo(queue: cl_command_queue; cl_command_queue_info) => QueueInfo;
+}
+
+entry! {
+    fn clSetCommandQueueProperty(
+        queue: cl_command_queue,
+        _properties: cl_command_queue_properties,
+        _enable: cl_bool,
+        _old_properties: *mut cl_command_queue_properties,
+    ) -> cl_int {
         Queue::from_handle(queue)?;
         // Removed in OpenCL 1.1; properties are fixed at creation.
         Err(CL_INVALID_OPERATION)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clFlush(queue: cl_command_queue) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clFlush(queue: cl_command_queue) -> cl_int {
         // Issuers submit and flush every batch as soon as it arrives.
         Queue::from_handle(queue).map(|_| ())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clFinish(queue: cl_command_queue) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clFinish(queue: cl_command_queue) -> cl_int {
         let q = Queue::from_handle(queue)?;
         mirrorcl_runtime::verify::check("clFinish");
         q.finish()
-    })
+    }
 }

@@ -2,11 +2,11 @@
 
 use crate::api::memory::buffer_in;
 use crate::info::{array, return_event, wait_list};
-use crate::{entry, entry_obj, platform};
 use mirrorcl_runtime::cl::*;
+use mirrorcl_runtime::device::Device;
 use mirrorcl_runtime::enqueue::{self as rt, Rect};
 use mirrorcl_runtime::event::Event;
-use mirrorcl_runtime::kernel::{ArgValue, Kernel};
+use mirrorcl_runtime::kernel::{ArgValue, Kernel, WorkGroupLimits};
 use mirrorcl_runtime::memory::Buffer;
 use mirrorcl_runtime::object::Handle;
 use mirrorcl_runtime::queue::Queue;
@@ -20,7 +20,6 @@ fn begin(
     n: cl_uint,
     list: *const cl_event,
 ) -> ClResult<(Arc<Queue>, Vec<Arc<Event>>)> {
-    platform();
     let q = Queue::from_handle(queue)?;
     let waits = wait_list(n, list, Some(&q.context))?;
     Ok((q, waits))
@@ -83,19 +82,18 @@ fn rw_buffer(
     Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueReadBuffer(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    blocking_read: cl_bool,
-    offset: usize,
-    size: usize,
-    ptr: *mut c_void,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueReadBuffer(
+        queue: cl_command_queue,
+        buffer: cl_mem,
+        blocking_read: cl_bool,
+        offset: usize,
+        size: usize,
+        ptr: *mut c_void,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> cl_int {
         rw_buffer(
             queue,
             buffer,
@@ -108,22 +106,21 @@ pub unsafe extern "C" fn clEnqueueReadBuffer(
             event_wait_list,
             event,
         )
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueWriteBuffer(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    blocking_write: cl_bool,
-    offset: usize,
-    size: usize,
-    ptr: *const c_void,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueWriteBuffer(
+        queue: cl_command_queue,
+        buffer: cl_mem,
+        blocking_write: cl_bool,
+        offset: usize,
+        size: usize,
+        ptr: *const c_void,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> cl_int {
         rw_buffer(
             queue,
             buffer,
@@ -136,7 +133,7 @@ pub unsafe extern "C" fn clEnqueueWriteBuffer(
             event_wait_list,
             event,
         )
-    })
+    }
 }
 
 /// Same root buffer and overlapping root ranges.
@@ -154,19 +151,18 @@ fn overlaps(
     ra.start < rb.end && rb.start < ra.end
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueCopyBuffer(
-    queue: cl_command_queue,
-    src_buffer: cl_mem,
-    dst_buffer: cl_mem,
-    src_offset: usize,
-    dst_offset: usize,
-    size: usize,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueCopyBuffer(
+        queue: cl_command_queue,
+        src_buffer: cl_mem,
+        dst_buffer: cl_mem,
+        src_offset: usize,
+        dst_offset: usize,
+        size: usize,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> cl_int {
         let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
         let src = buffer_in(src_buffer, &q.context)?;
         let dst = buffer_in(dst_buffer, &q.context)?;
@@ -185,7 +181,7 @@ pub unsafe extern "C" fn clEnqueueCopyBuffer(
         let ev = rt::copy_buffer(&q, &src, &dst, src_offset, dst_offset, size, waits)?;
         return_event(ev, event);
         Ok(())
-    })
+    }
 }
 
 fn triple(p: *const usize) -> ClResult<[usize; 3]> {
@@ -277,24 +273,23 @@ fn rw_rect(
     Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueReadBufferRect(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    blocking_read: cl_bool,
-    buffer_origin: *const usize,
-    host_origin: *const usize,
-    region: *const usize,
-    buffer_row_pitch: usize,
-    buffer_slice_pitch: usize,
-    host_row_pitch: usize,
-    host_slice_pitch: usize,
-    ptr: *mut c_void,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueReadBufferRect(
+        queue: cl_command_queue,
+        buffer: cl_mem,
+        blocking_read: cl_bool,
+        buffer_origin: *const usize,
+        host_origin: *const usize,
+        region: *const usize,
+        buffer_row_pitch: usize,
+        buffer_slice_pitch: usize,
+        host_row_pitch: usize,
+        host_slice_pitch: usize,
+        ptr: *mut c_void,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> cl_int {
         rw_rect(
             queue,
             buffer,
@@ -312,27 +307,26 @@ pub unsafe extern "C" fn clEnqueueReadBufferRect(
             event_wait_list,
             event,
         )
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueWriteBufferRect(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    blocking_write: cl_bool,
-    buffer_origin: *const usize,
-    host_origin: *const usize,
-    region: *const usize,
-    buffer_row_pitch: usize,
-    buffer_slice_pitch: usize,
-    host_row_pitch: usize,
-    host_slice_pitch: usize,
-    ptr: *const c_void,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueWriteBufferRect(
+        queue: cl_command_queue,
+        buffer: cl_mem,
+        blocking_write: cl_bool,
+        buffer_origin: *const usize,
+        host_origin: *const usize,
+        region: *const usize,
+        buffer_row_pitch: usize,
+        buffer_slice_pitch: usize,
+        host_row_pitch: usize,
+        host_slice_pitch: usize,
+        ptr: *const c_void,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> cl_int {
         rw_rect(
             queue,
             buffer,
@@ -350,26 +344,25 @@ pub unsafe extern "C" fn clEnqueueWriteBufferRect(
             event_wait_list,
             event,
         )
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueCopyBufferRect(
-    queue: cl_command_queue,
-    src_buffer: cl_mem,
-    dst_buffer: cl_mem,
-    src_origin: *const usize,
-    dst_origin: *const usize,
-    region: *const usize,
-    src_row_pitch: usize,
-    src_slice_pitch: usize,
-    dst_row_pitch: usize,
-    dst_slice_pitch: usize,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueCopyBufferRect(
+        queue: cl_command_queue,
+        src_buffer: cl_mem,
+        dst_buffer: cl_mem,
+        src_origin: *const usize,
+        dst_origin: *const usize,
+        region: *const usize,
+        src_row_pitch: usize,
+        src_slice_pitch: usize,
+        dst_row_pitch: usize,
+        dst_slice_pitch: usize,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> cl_int {
         let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
         let src = buffer_in(src_buffer, &q.context)?;
         let dst = buffer_in(dst_buffer, &q.context)?;
@@ -393,22 +386,21 @@ pub unsafe extern "C" fn clEnqueueCopyBufferRect(
         let ev = rt::copy_rect(&q, &src, &dst, s, d, region, waits)?;
         return_event(ev, event);
         Ok(())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueFillBuffer(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    pattern: *const c_void,
-    pattern_size: usize,
-    offset: usize,
-    size: usize,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueFillBuffer(
+        queue: cl_command_queue,
+        buffer: cl_mem,
+        pattern: *const c_void,
+        pattern_size: usize,
+        offset: usize,
+        size: usize,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> cl_int {
         let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
         let b = buffer_in(buffer, &q.context)?;
         // CL_INVALID_VALUE if pattern is NULL, pattern_size is not one of the sizes of
@@ -424,23 +416,21 @@ pub unsafe extern "C" fn clEnqueueFillBuffer(
         let ev = rt::fill_buffer(&q, &b, bytes, offset, size, waits)?;
         return_event(ev, event);
         Ok(())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueMapBuffer(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    blocking_map: cl_bool,
-    map_flags: cl_map_flags,
-    offset: usize,
-    size: usize,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-    errcode_ret: *mut cl_int,
-) -> *mut c_void {
-    entry_obj(errcode_ret, || {
+entry! {
+    fn clEnqueueMapBuffer(
+        queue: cl_command_queue,
+        buffer: cl_mem,
+        blocking_map: cl_bool,
+        map_flags: cl_map_flags,
+        offset: usize,
+        size: usize,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> *mut c_void, errcode_ret {
         let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
         let b = buffer_in(buffer, &q.context)?;
         check_range(&b, offset, size)?;
@@ -468,19 +458,18 @@ pub unsafe extern "C" fn clEnqueueMapBuffer(
         )?;
         return_event(ev, event);
         Ok(ptr)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueUnmapMemObject(
-    queue: cl_command_queue,
-    memobj: cl_mem,
-    mapped_ptr: *mut c_void,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueUnmapMemObject(
+        queue: cl_command_queue,
+        memobj: cl_mem,
+        mapped_ptr: *mut c_void,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> cl_int {
         let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
         let b = buffer_in(memobj, &q.context)?;
         // CL_INVALID_VALUE if mapped_ptr is not a pointer returned by a map of memobj.
@@ -495,20 +484,19 @@ pub unsafe extern "C" fn clEnqueueUnmapMemObject(
         let ev = rt::unmap(&q, &b, mapping, waits)?;
         return_event(ev, event);
         Ok(())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueMigrateMemObjects(
-    queue: cl_command_queue,
-    num_mem_objects: cl_uint,
-    mem_objects: *const cl_mem,
-    flags: cl_mem_migration_flags,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueMigrateMemObjects(
+        queue: cl_command_queue,
+        num_mem_objects: cl_uint,
+        mem_objects: *const cl_mem,
+        flags: cl_mem_migration_flags,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> cl_int {
         let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
         if num_mem_objects == 0 || mem_objects.is_null() {
             return Err(CL_INVALID_VALUE);
@@ -523,7 +511,46 @@ pub unsafe extern "C" fn clEnqueueMigrateMemObjects(
         let ev = rt::migrate(&q, buffers, flags, waits)?;
         return_event(ev, event);
         Ok(())
-    })
+    }
+}
+
+/// The local work size of a launch, checked against the global size, the kernel's
+/// limits and the device's (`None`: the implementation chooses).
+fn local_size(
+    local_work_size: *const usize,
+    dims: usize,
+    global: [usize; 3],
+    limits: WorkGroupLimits,
+    device: &Device,
+) -> ClResult<Option<[usize; 3]>> {
+    let required = limits.required;
+    if local_work_size.is_null() {
+        if required != [0; 3] {
+            return Err(CL_INVALID_WORK_GROUP_SIZE);
+        }
+        return Ok(None);
+    }
+    let mut l = [1usize; 3];
+    l[..dims].copy_from_slice(array(local_work_size, dims));
+    if (0..dims).any(|i| l[i] == 0 || !global[i].is_multiple_of(l[i])) {
+        return Err(CL_INVALID_WORK_GROUP_SIZE);
+    }
+    if required != [0; 3] && required[..dims] != l[..dims] {
+        return Err(CL_INVALID_WORK_GROUP_SIZE);
+    }
+    if l.iter().product::<usize>() > limits.max {
+        return Err(CL_INVALID_WORK_GROUP_SIZE);
+    }
+    let max_items = device.info(CL_DEVICE_MAX_WORK_ITEM_SIZES).unwrap_or(&[]);
+    for (i, &li) in l.iter().enumerate().take(dims) {
+        let at = i * std::mem::size_of::<usize>();
+        if let Some(bytes) = max_items.get(at..at + std::mem::size_of::<usize>()) {
+            if li > usize::from_ne_bytes(bytes.try_into().expect("usize bytes")) {
+                return Err(CL_INVALID_WORK_ITEM_SIZE);
+            }
+        }
+    }
+    Ok(Some(l))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -571,36 +598,7 @@ fn ndrange(
         }
         Some(o)
     };
-    let required = limits.required;
-    let local = if local_work_size.is_null() {
-        if required != [0; 3] {
-            return Err(CL_INVALID_WORK_GROUP_SIZE);
-        }
-        None
-    } else {
-        let mut l = [1usize; 3];
-        l[..dims].copy_from_slice(array(local_work_size, dims));
-        if (0..dims).any(|i| l[i] == 0 || global[i] % l[i] != 0) {
-            return Err(CL_INVALID_WORK_GROUP_SIZE);
-        }
-        if required != [0; 3] && required[..dims] != l[..dims] {
-            return Err(CL_INVALID_WORK_GROUP_SIZE);
-        }
-        let max_group = limits.max;
-        if l.iter().product::<usize>() > max_group {
-            return Err(CL_INVALID_WORK_GROUP_SIZE);
-        }
-        let max_items = q.device.info(CL_DEVICE_MAX_WORK_ITEM_SIZES).unwrap_or(&[]);
-        for (i, &li) in l.iter().enumerate().take(dims) {
-            let at = i * std::mem::size_of::<usize>();
-            if let Some(bytes) = max_items.get(at..at + std::mem::size_of::<usize>()) {
-                if li > usize::from_ne_bytes(bytes.try_into().expect("usize bytes")) {
-                    return Err(CL_INVALID_WORK_ITEM_SIZE);
-                }
-            }
-        }
-        Some(l)
-    };
+    let local = local_size(local_work_size, dims, global, limits, &q.device)?;
     // CL_INVALID_KERNEL_ARGS if the kernel argument values have not been specified.
     let args: Vec<ArgValue> = k
         .args
@@ -633,19 +631,18 @@ fn ndrange(
     Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueNDRangeKernel(
-    queue: cl_command_queue,
-    kernel: cl_kernel,
-    work_dim: cl_uint,
-    global_work_offset: *const usize,
-    global_work_size: *const usize,
-    local_work_size: *const usize,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueNDRangeKernel(
+        queue: cl_command_queue,
+        kernel: cl_kernel,
+        work_dim: cl_uint,
+        global_work_offset: *const usize,
+        global_work_size: *const usize,
+        local_work_size: *const usize,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> cl_int {
         ndrange(
             queue,
             kernel,
@@ -658,19 +655,18 @@ pub unsafe extern "C" fn clEnqueueNDRangeKernel(
             event_wait_list,
             event,
         )
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueTask(
-    queue: cl_command_queue,
-    kernel: cl_kernel,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    let one = [1usize];
-    entry(|| {
+entry! {
+    fn clEnqueueTask(
+        queue: cl_command_queue,
+        kernel: cl_kernel,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> cl_int {
+        let one = [1usize];
         ndrange(
             queue,
             kernel,
@@ -683,67 +679,61 @@ pub unsafe extern "C" fn clEnqueueTask(
             event_wait_list,
             event,
         )
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueMarkerWithWaitList(
-    queue: cl_command_queue,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueMarkerWithWaitList(
+        queue: cl_command_queue,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> cl_int {
         let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
         return_event(rt::marker(&q, CL_COMMAND_MARKER, waits)?, event);
         Ok(())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueBarrierWithWaitList(
-    queue: cl_command_queue,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueBarrierWithWaitList(
+        queue: cl_command_queue,
+        num_events_in_wait_list: cl_uint,
+        event_wait_list: *const cl_event,
+        event: *mut cl_event,
+    ) -> cl_int {
         let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
         // Commands of a queue already run in order, so a barrier is a marker whose
         // completion later commands wait for (they depend on the queue's last command).
         return_event(rt::marker(&q, CL_COMMAND_BARRIER, waits)?, event);
         Ok(())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueMarker(queue: cl_command_queue, event: *mut cl_event) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueMarker(queue: cl_command_queue, event: *mut cl_event) -> cl_int {
         let (q, _) = begin(queue, 0, std::ptr::null())?;
         if event.is_null() {
             return Err(CL_INVALID_VALUE);
         }
         return_event(rt::marker(&q, CL_COMMAND_MARKER, Vec::new())?, event);
         Ok(())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueBarrier(queue: cl_command_queue) -> cl_int {
-    entry(|| {
+entry! {
+    fn clEnqueueBarrier(queue: cl_command_queue) -> cl_int {
         let (q, _) = begin(queue, 0, std::ptr::null())?;
         rt::marker(&q, CL_COMMAND_BARRIER, Vec::new()).map(|_| ())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clEnqueueWaitForEvents(
-    queue: cl_command_queue,
-    num_events: cl_uint,
-    event_list: *const cl_event,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clEnqueueWaitForEvents(
+        queue: cl_command_queue,
+        num_events: cl_uint,
+        event_list: *const cl_event,
+    ) -> cl_int {
         let q = Queue::from_handle(queue)?;
         if num_events == 0 || event_list.is_null() {
             return Err(CL_INVALID_VALUE);
@@ -756,5 +746,5 @@ pub unsafe extern "C" fn clEnqueueWaitForEvents(
             return Err(CL_INVALID_CONTEXT);
         }
         rt::marker(&q, CL_COMMAND_BARRIER, events).map(|_| ())
-    })
+    }
 }

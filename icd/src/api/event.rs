@@ -1,21 +1,16 @@
 //! Event entry points.
 
-use crate::info::{array, Info};
-use crate::{entry, entry_obj, platform};
+use crate::info::{array, Info, InfoQuery};
 use mirrorcl_runtime::cl::*;
 use mirrorcl_runtime::context::Context;
 use mirrorcl_runtime::event::{self, Event};
 use mirrorcl_runtime::object::Handle;
+use mirrorcl_runtime::ClResult;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-#[no_mangle]
-pub unsafe extern "C" fn clWaitForEvents(
-    num_events: cl_uint,
-    event_list: *const cl_event,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clWaitForEvents(num_events: cl_uint, event_list: *const cl_event) -> cl_int {
         if num_events == 0 || event_list.is_null() {
             return Err(CL_INVALID_VALUE);
         }
@@ -32,21 +27,21 @@ pub unsafe extern "C" fn clWaitForEvents(
         }
         mirrorcl_runtime::verify::check("clWaitForEvents");
         event::wait_all(&events)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetEventInfo(
-    ev: cl_event,
-    param_name: cl_event_info,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut usize,
-) -> cl_int {
-    entry(|| {
-        platform();
-        let e = Event::from_handle(ev)?;
-        let info = match param_name {
+pub(crate) struct EventInfo;
+
+impl InfoQuery for EventInfo {
+    type Handles = (cl_event,);
+    type Object = Arc<Event>;
+    #[inline]
+    fn object((ev,): (cl_event,)) -> ClResult<Arc<Event>> {
+        Event::from_handle(ev)
+    }
+    #[inline]
+    fn answer(e: &Arc<Event>, param: cl_event_info) -> ClResult<Info> {
+        Ok(match param {
             CL_EVENT_COMMAND_QUEUE => {
                 Info::value::<cl_command_queue>(e.queue_handle as cl_command_queue)
             }
@@ -59,56 +54,46 @@ pub unsafe extern "C" fn clGetEventInfo(
             }
             CL_EVENT_REFERENCE_COUNT => Info::value::<cl_uint>(e.header().count()),
             _ => return Err(CL_INVALID_VALUE),
-        };
-        info.write(param_value_size, param_value, param_value_size_ret)
-    })
+        })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clCreateUserEvent(
-    context: cl_context,
-    errcode_ret: *mut cl_int,
-) -> cl_event {
-    entry_obj(errcode_ret, || {
-        platform();
+entry! {
+    info fn clGetEventInfo(ev: cl_event; cl_event_info) => EventInfo;
+}
+
+entry! {
+    fn clCreateUserEvent(context: cl_context) -> cl_event, errcode_ret {
         let ctx = Context::from_handle(context)?;
         Ok(Event::into_handle(event::user_event(ctx)))
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clSetUserEventStatus(ev: cl_event, execution_status: cl_int) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clSetUserEventStatus(ev: cl_event, execution_status: cl_int) -> cl_int {
         event::set_user_status(&Event::from_handle(ev)?, execution_status)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clRetainEvent(ev: cl_event) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clRetainEvent(ev: cl_event) -> cl_int {
         Event::retain_handle(ev)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clReleaseEvent(ev: cl_event) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clReleaseEvent(ev: cl_event) -> cl_int {
         Event::release_handle(ev).map(|_| ())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clSetEventCallback(
-    ev: cl_event,
-    command_exec_callback_type: cl_int,
-    pfn_notify: Option<unsafe extern "C" fn(cl_event, cl_int, *mut c_void)>,
-    user_data: *mut c_void,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clSetEventCallback(
+        ev: cl_event,
+        command_exec_callback_type: cl_int,
+        pfn_notify: Option<unsafe extern "C" fn(cl_event, cl_int, *mut c_void)>,
+        user_data: *mut c_void,
+    ) -> cl_int {
         let e = Event::from_handle(ev)?;
         let f = pfn_notify.ok_or(CL_INVALID_VALUE)?;
         if !matches!(
@@ -119,21 +104,24 @@ pub unsafe extern "C" fn clSetEventCallback(
         }
         e.add_user_callback(command_exec_callback_type, f, user_data);
         Ok(())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetEventProfilingInfo(
-    ev: cl_event,
-    param_name: cl_profiling_info,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut usize,
-) -> cl_int {
-    entry(|| {
-        platform();
-        let e = Event::from_handle(ev)?;
-        let value = e.profiling_info(param_name)?;
-        Info::value::<cl_ulong>(value).write(param_value_size, param_value, param_value_size_ret)
-    })
+pub(crate) struct EventProfilingInfo;
+
+impl InfoQuery for EventProfilingInfo {
+    type Handles = (cl_event,);
+    type Object = Arc<Event>;
+    #[inline]
+    fn object((ev,): (cl_event,)) -> ClResult<Arc<Event>> {
+        Event::from_handle(ev)
+    }
+    #[inline]
+    fn answer(e: &Arc<Event>, param: cl_profiling_info) -> ClResult<Info> {
+        e.profiling_info(param).map(Info::value::<cl_ulong>)
+    }
+}
+
+entry! {
+    info fn clGetEventProfilingInfo(ev: cl_event; cl_profiling_info) => EventProfilingInfo;
 }

@@ -1,7 +1,6 @@
 //! Buffer and sub-buffer entry points.
 
-use crate::info::Info;
-use crate::{entry, entry_obj, platform};
+use crate::info::{Info, InfoQuery};
 use mirrorcl_runtime::cl::*;
 use mirrorcl_runtime::context::Context;
 use mirrorcl_runtime::device::Device;
@@ -35,7 +34,6 @@ fn create_buffer(
     size: usize,
     host_ptr: *mut c_void,
 ) -> ClResult<*mut c_void> {
-    platform();
     let ctx = Context::from_handle(context)?;
     check_flags(flags)?;
     // CL_INVALID_BUFFER_SIZE if size is 0 or greater than CL_DEVICE_MAX_MEM_ALLOC_SIZE
@@ -59,49 +57,41 @@ fn create_buffer(
     )?))
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clCreateBuffer(
-    context: cl_context,
-    flags: cl_mem_flags,
-    size: usize,
-    host_ptr: *mut c_void,
-    errcode_ret: *mut cl_int,
-) -> cl_mem {
-    entry_obj(errcode_ret, || {
+entry! {
+    fn clCreateBuffer(
+        context: cl_context,
+        flags: cl_mem_flags,
+        size: usize,
+        host_ptr: *mut c_void,
+    ) -> cl_mem, errcode_ret {
         create_buffer(context, flags, size, host_ptr)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clCreateBufferWithProperties(
-    context: cl_context,
-    properties: *const cl_mem_properties,
-    flags: cl_mem_flags,
-    size: usize,
-    host_ptr: *mut c_void,
-    errcode_ret: *mut cl_int,
-) -> cl_mem {
-    entry_obj(errcode_ret, || {
+entry! {
+    fn clCreateBufferWithProperties(
+        context: cl_context,
+        properties: *const cl_mem_properties,
+        flags: cl_mem_flags,
+        size: usize,
+        host_ptr: *mut c_void,
+    ) -> cl_mem, errcode_ret {
         // SAFETY: a zero-terminated list or NULL; no buffer properties are supported.
         if !properties.is_null() && unsafe { *properties } != 0 {
-            platform();
             Context::from_handle(context)?;
             return Err(CL_INVALID_PROPERTY);
         }
         create_buffer(context, flags, size, host_ptr)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clCreateSubBuffer(
-    buffer: cl_mem,
-    flags: cl_mem_flags,
-    buffer_create_type: cl_buffer_create_type,
-    buffer_create_info: *const c_void,
-    errcode_ret: *mut cl_int,
-) -> cl_mem {
-    entry_obj(errcode_ret, || {
-        platform();
+entry! {
+    fn clCreateSubBuffer(
+        buffer: cl_mem,
+        flags: cl_mem_flags,
+        buffer_create_type: cl_buffer_create_type,
+        buffer_create_info: *const c_void,
+    ) -> cl_mem, errcode_ret {
         let parent = Buffer::from_handle(buffer)?;
         // CL_INVALID_MEM_OBJECT if buffer is a sub-buffer.
         if parent.parent.is_some() {
@@ -162,37 +152,33 @@ pub unsafe extern "C" fn clCreateSubBuffer(
             region.origin,
             region.size,
         )))
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clRetainMemObject(memobj: cl_mem) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clRetainMemObject(memobj: cl_mem) -> cl_int {
         Buffer::retain_handle(memobj)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clReleaseMemObject(memobj: cl_mem) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clReleaseMemObject(memobj: cl_mem) -> cl_int {
         Buffer::release_handle(memobj).map(|_| ())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetMemObjectInfo(
-    memobj: cl_mem,
-    param_name: cl_mem_info,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut usize,
-) -> cl_int {
-    entry(|| {
-        platform();
-        let b = Buffer::from_handle(memobj)?;
-        let info = match param_name {
+pub(crate) struct MemInfo;
+
+impl InfoQuery for MemInfo {
+    type Handles = (cl_mem,);
+    type Object = Arc<Buffer>;
+    #[inline]
+    fn object((memobj,): (cl_mem,)) -> ClResult<Arc<Buffer>> {
+        Buffer::from_handle(memobj)
+    }
+    #[inline]
+    fn answer(b: &Arc<Buffer>, param: cl_mem_info) -> ClResult<Info> {
+        Ok(match param {
             CL_MEM_TYPE => Info::value::<cl_mem_object_type>(CL_MEM_OBJECT_BUFFER),
             CL_MEM_FLAGS => Info::value::<cl_mem_flags>(b.flags),
             CL_MEM_SIZE => Info::value::<usize>(b.size),
@@ -207,24 +193,25 @@ pub unsafe extern "C" fn clGetMemObjectInfo(
             ),
             CL_MEM_OFFSET => Info::value::<usize>(b.origin),
             _ => return Err(CL_INVALID_VALUE),
-        };
-        info.write(param_value_size, param_value, param_value_size_ret)
-    })
+        })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clSetMemObjectDestructorCallback(
-    memobj: cl_mem,
-    pfn_notify: Option<unsafe extern "C" fn(cl_mem, *mut c_void)>,
-    user_data: *mut c_void,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    info fn clGetMemObjectInfo(memobj: cl_mem; cl_mem_info) => MemInfo;
+}
+
+entry! {
+    fn clSetMemObjectDestructorCallback(
+        memobj: cl_mem,
+        pfn_notify: Option<unsafe extern "C" fn(cl_mem, *mut c_void)>,
+        user_data: *mut c_void,
+    ) -> cl_int {
         let b = Buffer::from_handle(memobj)?;
         let f = pfn_notify.ok_or(CL_INVALID_VALUE)?;
         b.destructors.add(f, user_data);
         Ok(())
-    })
+    }
 }
 
 /// A buffer argument of an enqueue: valid, and of the queue's context.
@@ -236,13 +223,11 @@ pub(crate) fn buffer_in(mem: cl_mem, context: &Arc<Context>) -> ClResult<Arc<Buf
     Ok(b)
 }
 
-/// `cl_mirrorcl_attach_buffer` (`include/CL/cl_ext_mirrorcl.h`): from now on `device`
-/// always holds the newest bytes of `buffer` (SnuCL-D's `clAttachBufferToDevice`). The
-/// thesis declares it `void`; callers that ignore the result keep working.
-#[no_mangle]
-pub unsafe extern "C" fn clAttachBufferToDevice(buffer: cl_mem, device: cl_device_id) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    /// `cl_mirrorcl_attach_buffer` (`include/CL/cl_ext_mirrorcl.h`): from now on `device`
+    /// always holds the newest bytes of `buffer` (SnuCL-D's `clAttachBufferToDevice`). The
+    /// thesis declares it `void`; callers that ignore the result keep working.
+    fn clAttachBufferToDevice(buffer: cl_mem, device: cl_device_id) -> cl_int {
         // CL_INVALID_MEM_OBJECT if buffer is not a valid buffer object; a sub-buffer is
         // a window on its parent, which is what can be attached.
         let b = Buffer::from_handle(buffer)?;
@@ -255,5 +240,5 @@ pub unsafe extern "C" fn clAttachBufferToDevice(buffer: cl_mem, device: cl_devic
             return Err(CL_INVALID_DEVICE);
         }
         mirrorcl_runtime::enqueue::attach(&b, &d)
-    })
+    }
 }

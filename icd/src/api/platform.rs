@@ -1,7 +1,7 @@
 //! Platform and device entry points.
 
-use crate::info::{array, Info};
-use crate::{c_str, entry, platform};
+use crate::info::{array, Info, InfoQuery};
+use crate::{c_str, platform};
 use mirrorcl_runtime::cl::*;
 use mirrorcl_runtime::device::Device;
 use mirrorcl_runtime::object::Handle;
@@ -34,37 +34,40 @@ fn platform_ids(
     Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetPlatformIDs(
-    num_entries: cl_uint,
-    platforms: *mut cl_platform_id,
-    num_platforms: *mut cl_uint,
-) -> cl_int {
-    entry(|| platform_ids(num_entries, platforms, num_platforms))
+entry! {
+    /// Argument errors come before platform initialisation.
+    lazy fn clGetPlatformIDs(
+        num_entries: cl_uint,
+        platforms: *mut cl_platform_id,
+        num_platforms: *mut cl_uint,
+    ) -> cl_int {
+        platform_ids(num_entries, platforms, num_platforms)
+    }
 }
 
-/// The ICD loader's way in (cl_khr_icd).
-#[no_mangle]
-pub unsafe extern "C" fn clIcdGetPlatformIDsKHR(
-    num_entries: cl_uint,
-    platforms: *mut cl_platform_id,
-    num_platforms: *mut cl_uint,
-) -> cl_int {
-    entry(|| platform_ids(num_entries, platforms, num_platforms))
+entry! {
+    /// The ICD loader's way in (cl_khr_icd).
+    lazy fn clIcdGetPlatformIDsKHR(
+        num_entries: cl_uint,
+        platforms: *mut cl_platform_id,
+        num_platforms: *mut cl_uint,
+    ) -> cl_int {
+        platform_ids(num_entries, platforms, num_platforms)
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetPlatformInfo(
-    platform_id: cl_platform_id,
-    param_name: cl_platform_info,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut usize,
-) -> cl_int {
-    entry(|| {
-        platform();
-        Platform::check(platform_id)?;
-        let info = match param_name {
+pub(crate) struct PlatformInfo;
+
+impl InfoQuery for PlatformInfo {
+    type Handles = (cl_platform_id,);
+    type Object = ();
+    #[inline]
+    fn object((platform_id,): (cl_platform_id,)) -> ClResult<()> {
+        Platform::check(platform_id).map(|_| ())
+    }
+    #[inline]
+    fn answer(_: &(), param: cl_platform_info) -> ClResult<Info> {
+        Ok(match param {
             CL_PLATFORM_PROFILE => Info::text(rt::PLATFORM_PROFILE),
             CL_PLATFORM_VERSION => Info::text(rt::PLATFORM_VERSION),
             CL_PLATFORM_NAME => Info::text(rt::PLATFORM_NAME),
@@ -72,9 +75,12 @@ pub unsafe extern "C" fn clGetPlatformInfo(
             CL_PLATFORM_EXTENSIONS => Info::text(rt::PLATFORM_EXTENSIONS),
             CL_PLATFORM_ICD_SUFFIX_KHR => Info::text(rt::ICD_SUFFIX),
             _ => return Err(CL_INVALID_VALUE),
-        };
-        info.write(param_value_size, param_value, param_value_size_ret)
-    })
+        })
+    }
+}
+
+entry! {
+    info fn clGetPlatformInfo(platform_id: cl_platform_id; cl_platform_info) => PlatformInfo;
 }
 
 const KNOWN_TYPES: cl_device_type = CL_DEVICE_TYPE_DEFAULT
@@ -105,16 +111,14 @@ pub(crate) fn devices_of_type(device_type: cl_device_type) -> ClResult<Vec<Arc<D
     Ok(found)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetDeviceIDs(
-    platform_id: cl_platform_id,
-    device_type: cl_device_type,
-    num_entries: cl_uint,
-    devices: *mut cl_device_id,
-    num_devices: *mut cl_uint,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clGetDeviceIDs(
+        platform_id: cl_platform_id,
+        device_type: cl_device_type,
+        num_entries: cl_uint,
+        devices: *mut cl_device_id,
+        num_devices: *mut cl_uint,
+    ) -> cl_int {
         Platform::check(platform_id)?;
         let found = devices_of_type(device_type)?;
         if (num_entries == 0 && !devices.is_null()) || (devices.is_null() && num_devices.is_null())
@@ -132,48 +136,49 @@ pub unsafe extern "C" fn clGetDeviceIDs(
             unsafe { *num_devices = found.len() as cl_uint };
         }
         Ok(())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetDeviceInfo(
-    device: cl_device_id,
-    param_name: cl_device_info,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut usize,
-) -> cl_int {
-    entry(|| {
-        let p = platform();
-        let d = Device::from_handle(device)?;
-        let info = match param_name {
-            CL_DEVICE_PLATFORM => Info::value(p.handle()),
+pub(crate) struct DeviceInfo;
+
+impl InfoQuery for DeviceInfo {
+    type Handles = (cl_device_id,);
+    type Object = Arc<Device>;
+    #[inline]
+    fn object((device,): (cl_device_id,)) -> ClResult<Arc<Device>> {
+        Device::from_handle(device)
+    }
+    #[inline]
+    fn answer(d: &Arc<Device>, param: cl_device_info) -> ClResult<Info> {
+        Ok(match param {
+            CL_DEVICE_PLATFORM => Info::value(platform().handle()),
             CL_DEVICE_REFERENCE_COUNT => {
                 Info::value::<cl_uint>(if d.is_root() { 1 } else { d.header().count() })
             }
-            _ => match d.info(param_name) {
-                Some(bytes) => Info(bytes.to_vec()),
-                None if !mirrorcl_runtime::device::DEVICE_INFO_1_2.contains(&param_name) => {
+            _ => match d.info(param) {
+                Some(bytes) => Info::bytes(bytes.to_vec()),
+                None if !mirrorcl_runtime::device::DEVICE_INFO_1_2.contains(&param) => {
                     // Newer queries and vendor extensions: the owner's vendor answers.
-                    Info(d.owner_query(param_name)?)
+                    Info::bytes(d.owner_query(param)?)
                 }
                 None => return Err(CL_INVALID_VALUE),
             },
-        };
-        info.write(param_value_size, param_value, param_value_size_ret)
-    })
+        })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clCreateSubDevices(
-    in_device: cl_device_id,
-    properties: *const cl_device_partition_property,
-    num_devices: cl_uint,
-    out_devices: *mut cl_device_id,
-    num_devices_ret: *mut cl_uint,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    info fn clGetDeviceInfo(device: cl_device_id; cl_device_info) => DeviceInfo;
+}
+
+entry! {
+    fn clCreateSubDevices(
+        in_device: cl_device_id,
+        properties: *const cl_device_partition_property,
+        num_devices: cl_uint,
+        out_devices: *mut cl_device_id,
+        num_devices_ret: *mut cl_uint,
+    ) -> cl_int {
         let parent = Device::from_handle(in_device)?;
         if properties.is_null() {
             return Err(CL_INVALID_VALUE);
@@ -203,95 +208,88 @@ pub unsafe extern "C" fn clCreateSubDevices(
             unsafe { *out_devices.add(k) = Device::into_handle(dev) };
         }
         Ok(())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clRetainDevice(device: cl_device_id) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clRetainDevice(device: cl_device_id) -> cl_int {
         let d = Device::from_handle(device)?;
         if !d.is_root() {
             d.header().retain();
         }
         Ok(())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clReleaseDevice(device: cl_device_id) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clReleaseDevice(device: cl_device_id) -> cl_int {
         let d = Device::from_handle(device)?;
         if !d.is_root() {
             Device::release_handle(device)?;
         }
         Ok(())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetExtensionFunctionAddress(
-    func_name: *const libc::c_char,
-) -> *mut c_void {
+fn extension_function(func_name: *const libc::c_char) -> *mut c_void {
     match c_str(func_name) {
         Some(name) => crate::lookup(name.to_bytes()),
         None => std::ptr::null_mut(),
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetExtensionFunctionAddressForPlatform(
-    platform_id: cl_platform_id,
-    func_name: *const libc::c_char,
-) -> *mut c_void {
-    platform();
-    if Platform::check(platform_id).is_err() {
-        return std::ptr::null_mut();
+entry! {
+    /// The ICD loader asks before anything else: no platform (and no MPI) yet.
+    lazy fn clGetExtensionFunctionAddress(
+        func_name: *const libc::c_char,
+    ) -> *mut c_void = std::ptr::null_mut(); {
+        extension_function(func_name)
     }
-    // SAFETY: forwarded as given.
-    unsafe { clGetExtensionFunctionAddress(func_name) }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clUnloadCompiler() -> cl_int {
-    CL_SUCCESS
+entry! {
+    fn clGetExtensionFunctionAddressForPlatform(
+        platform_id: cl_platform_id,
+        func_name: *const libc::c_char,
+    ) -> *mut c_void = std::ptr::null_mut(); {
+        if Platform::check(platform_id).is_err() {
+            return std::ptr::null_mut();
+        }
+        extension_function(func_name)
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clUnloadPlatformCompiler(platform_id: cl_platform_id) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    lazy fn clUnloadCompiler() -> cl_int {
+        Ok(())
+    }
+}
+
+entry! {
+    fn clUnloadPlatformCompiler(platform_id: cl_platform_id) -> cl_int {
         Platform::check(platform_id).map(|_| ())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetDeviceAndHostTimer(
-    device: cl_device_id,
-    device_timestamp: *mut cl_ulong,
-    host_timestamp: *mut cl_ulong,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clGetDeviceAndHostTimer(
+        device: cl_device_id,
+        device_timestamp: *mut cl_ulong,
+        host_timestamp: *mut cl_ulong,
+    ) -> cl_int {
         Device::from_handle(device)?;
         // An OpenCL 2.1 query on a 1.2 platform.
         let _ = (device_timestamp, host_timestamp);
         Err(CL_INVALID_OPERATION)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetHostTimer(
-    device: cl_device_id,
-    host_timestamp: *mut cl_ulong,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clGetHostTimer(device: cl_device_id, host_timestamp: *mut cl_ulong) -> cl_int {
         Device::from_handle(device)?;
         let _ = host_timestamp;
         Err(CL_INVALID_OPERATION)
-    })
+    }
 }
 
 /// Devices given as a list argument: each must be valid.

@@ -1,8 +1,8 @@
 //! Program and kernel entry points.
 
 use crate::api::platform::device_list;
-use crate::info::{array, Info};
-use crate::{c_str, entry, entry_obj, platform};
+use crate::c_str;
+use crate::info::{array, Info, InfoQuery};
 use mirrorcl_runtime::cl::*;
 use mirrorcl_runtime::context::Context;
 use mirrorcl_runtime::device::Device;
@@ -16,16 +16,13 @@ use std::sync::Arc;
 
 type BuildNotify = Option<unsafe extern "C" fn(cl_program, *mut c_void)>;
 
-#[no_mangle]
-pub unsafe extern "C" fn clCreateProgramWithSource(
-    context: cl_context,
-    count: cl_uint,
-    strings: *mut *const libc::c_char,
-    lengths: *const usize,
-    errcode_ret: *mut cl_int,
-) -> cl_program {
-    entry_obj(errcode_ret, || {
-        platform();
+entry! {
+    fn clCreateProgramWithSource(
+        context: cl_context,
+        count: cl_uint,
+        strings: *mut *const libc::c_char,
+        lengths: *const usize,
+    ) -> cl_program, errcode_ret {
         let ctx = Context::from_handle(context)?;
         // CL_INVALID_VALUE if count is zero or strings or any entry in strings is NULL.
         if count == 0 || strings.is_null() {
@@ -38,10 +35,10 @@ pub unsafe extern "C" fn clCreateProgramWithSource(
             if s.is_null() {
                 return Err(CL_INVALID_VALUE);
             }
-            // SAFETY: `lengths` has `count` entries when not NULL.
             let len = if lengths.is_null() {
                 0
             } else {
+                // SAFETY: `lengths` has `count` entries when not NULL.
                 unsafe { *lengths.add(i) }
             };
             if len == 0 {
@@ -54,21 +51,18 @@ pub unsafe extern "C" fn clCreateProgramWithSource(
         }
         let text = String::from_utf8_lossy(&source).into_owned();
         Ok(Program::into_handle(Program::with_source(ctx, text)?))
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clCreateProgramWithBinary(
-    context: cl_context,
-    num_devices: cl_uint,
-    device_list_ptr: *const cl_device_id,
-    lengths: *const usize,
-    binaries: *mut *const u8,
-    binary_status: *mut cl_int,
-    errcode_ret: *mut cl_int,
-) -> cl_program {
-    entry_obj(errcode_ret, || {
-        platform();
+entry! {
+    fn clCreateProgramWithBinary(
+        context: cl_context,
+        num_devices: cl_uint,
+        device_list_ptr: *const cl_device_id,
+        lengths: *const usize,
+        binaries: *mut *const u8,
+        binary_status: *mut cl_int,
+    ) -> cl_program, errcode_ret {
         let ctx = Context::from_handle(context)?;
         if device_list_ptr.is_null() || num_devices == 0 {
             return Err(CL_INVALID_VALUE);
@@ -120,23 +114,19 @@ pub unsafe extern "C" fn clCreateProgramWithBinary(
             Err(CL_INVALID_VALUE) | Err(CL_INVALID_BINARY) => Err(CL_INVALID_BINARY),
             Err(e) => Err(e),
         }
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clRetainProgram(program: cl_program) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clRetainProgram(program: cl_program) -> cl_int {
         Program::retain_handle(program)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clReleaseProgram(program: cl_program) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clReleaseProgram(program: cl_program) -> cl_int {
         Program::release_handle(program).map(|_| ())
-    })
+    }
 }
 
 /// The device list of a build-like call, checked against the program's devices.
@@ -164,17 +154,15 @@ fn options_text(options: *const libc::c_char) -> String {
         .unwrap_or_default()
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clBuildProgram(
-    program: cl_program,
-    num_devices: cl_uint,
-    device_list_ptr: *const cl_device_id,
-    options: *const libc::c_char,
-    pfn_notify: BuildNotify,
-    user_data: *mut c_void,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clBuildProgram(
+        program: cl_program,
+        num_devices: cl_uint,
+        device_list_ptr: *const cl_device_id,
+        options: *const libc::c_char,
+        pfn_notify: BuildNotify,
+        user_data: *mut c_void,
+    ) -> cl_int {
         let p = Program::from_handle(program)?;
         let devices = program_devices(&p, num_devices, device_list_ptr)?;
         if pfn_notify.is_none() && !user_data.is_null() {
@@ -190,23 +178,21 @@ pub unsafe extern "C" fn clBuildProgram(
             unsafe { f(program, user_data) };
         }
         result
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clCompileProgram(
-    program: cl_program,
-    num_devices: cl_uint,
-    device_list_ptr: *const cl_device_id,
-    options: *const libc::c_char,
-    num_input_headers: cl_uint,
-    input_headers: *const cl_program,
-    header_include_names: *mut *const libc::c_char,
-    pfn_notify: BuildNotify,
-    user_data: *mut c_void,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clCompileProgram(
+        program: cl_program,
+        num_devices: cl_uint,
+        device_list_ptr: *const cl_device_id,
+        options: *const libc::c_char,
+        num_input_headers: cl_uint,
+        input_headers: *const cl_program,
+        header_include_names: *mut *const libc::c_char,
+        pfn_notify: BuildNotify,
+        user_data: *mut c_void,
+    ) -> cl_int {
         let p = Program::from_handle(program)?;
         let devices = program_devices(&p, num_devices, device_list_ptr)?;
         if pfn_notify.is_none() && !user_data.is_null() {
@@ -239,26 +225,22 @@ pub unsafe extern "C" fn clCompileProgram(
             unsafe { f(program, user_data) };
         }
         result
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clLinkProgram(
-    context: cl_context,
-    num_devices: cl_uint,
-    device_list_ptr: *const cl_device_id,
-    options: *const libc::c_char,
-    num_input_programs: cl_uint,
-    input_programs: *const cl_program,
-    pfn_notify: BuildNotify,
-    user_data: *mut c_void,
-    errcode_ret: *mut cl_int,
-) -> cl_program {
-    // A failed link still returns the program, so that its log can be read, with
-    // CL_LINK_PROGRAM_FAILURE.
-    let mut failed = false;
-    let handle = entry_obj(errcode_ret, || {
-        platform();
+entry! {
+    /// A failed link still returns the program, so that its log can be read, with
+    /// CL_LINK_PROGRAM_FAILURE.
+    fn clLinkProgram(
+        context: cl_context,
+        num_devices: cl_uint,
+        device_list_ptr: *const cl_device_id,
+        options: *const libc::c_char,
+        num_input_programs: cl_uint,
+        input_programs: *const cl_program,
+        pfn_notify: BuildNotify,
+        user_data: *mut c_void,
+    ) -> (cl_program, cl_int), errcode_ret {
         let ctx = Context::from_handle(context)?;
         if (device_list_ptr.is_null() && num_devices > 0)
             || (!device_list_ptr.is_null() && num_devices == 0)
@@ -283,34 +265,29 @@ pub unsafe extern "C" fn clLinkProgram(
             return Err(CL_INVALID_PROGRAM);
         }
         let linked = Program::link(ctx, devices, &options_text(options), &inputs)?;
-        failed = linked.devices.iter().any(|d| !linked.is_built_for(d));
+        let failed = linked.devices.iter().any(|d| !linked.is_built_for(d));
         let handle = Program::into_handle(linked);
         if let Some(f) = pfn_notify {
             // SAFETY: the application's callback.
             unsafe { f(handle, user_data) };
         }
-        Ok(handle)
-    });
-    if failed && !errcode_ret.is_null() {
-        // SAFETY: valid out-pointer.
-        unsafe { *errcode_ret = CL_LINK_PROGRAM_FAILURE };
+        let code = if failed { CL_LINK_PROGRAM_FAILURE } else { CL_SUCCESS };
+        Ok((handle, code))
     }
-    handle
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetProgramInfo(
-    program: cl_program,
-    param_name: cl_program_info,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut usize,
-) -> cl_int {
-    entry(|| {
-        platform();
-        let p = Program::from_handle(program)?;
-        let built = || p.devices.iter().any(|d| p.is_built_for(d));
-        let info = match param_name {
+pub(crate) struct ProgramInfo;
+
+impl InfoQuery for ProgramInfo {
+    type Handles = (cl_program,);
+    type Object = Arc<Program>;
+    #[inline]
+    fn object((program,): (cl_program,)) -> ClResult<Arc<Program>> {
+        Program::from_handle(program)
+    }
+    #[inline]
+    fn answer(p: &Arc<Program>, param: cl_program_info) -> ClResult<Info> {
+        Ok(match param {
             CL_PROGRAM_REFERENCE_COUNT => Info::value::<cl_uint>(p.header().count()),
             CL_PROGRAM_CONTEXT => Info::value(p.context.handle()),
             CL_PROGRAM_NUM_DEVICES => Info::value::<cl_uint>(p.devices.len() as cl_uint),
@@ -323,83 +300,66 @@ pub unsafe extern "C" fn clGetProgramInfo(
                 let sizes: Vec<usize> = p.binaries()?.iter().map(|b| b.len()).collect();
                 Info::slice(&sizes)
             }
-            CL_PROGRAM_BINARIES => {
-                let bins = p.binaries()?;
-                let n = bins.len();
-                let needed = n * std::mem::size_of::<*mut u8>();
-                if !param_value.is_null() {
-                    if param_value_size < needed {
-                        return Err(CL_INVALID_VALUE);
-                    }
-                    let ptrs = param_value as *const *mut u8;
-                    for (i, b) in bins.iter().enumerate() {
-                        // SAFETY: n pointers; each non-NULL one points to a buffer of at
-                        // least CL_PROGRAM_BINARY_SIZES[i] bytes.
-                        let dst = unsafe { *ptrs.add(i) };
-                        if !dst.is_null() {
-                            // SAFETY: as above.
-                            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), dst, b.len()) };
-                        }
-                    }
-                }
-                if !param_value_size_ret.is_null() {
-                    // SAFETY: valid out-pointer.
-                    unsafe { *param_value_size_ret = needed };
-                }
-                return Ok(());
-            }
+            CL_PROGRAM_BINARIES => Info::binaries(p.binaries()?),
             CL_PROGRAM_NUM_KERNELS | CL_PROGRAM_KERNEL_NAMES => {
-                if !built() {
+                if !p.devices.iter().any(|d| p.is_built_for(d)) {
                     return Err(CL_INVALID_PROGRAM_EXECUTABLE);
                 }
                 let names = p.kernel_names()?;
-                if param_name == CL_PROGRAM_NUM_KERNELS {
+                if param == CL_PROGRAM_NUM_KERNELS {
                     Info::value::<usize>(names.split(';').filter(|s| !s.is_empty()).count())
                 } else {
                     Info::text(&names)
                 }
             }
             _ => return Err(CL_INVALID_VALUE),
-        };
-        info.write(param_value_size, param_value, param_value_size_ret)
-    })
+        })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetProgramBuildInfo(
-    program: cl_program,
-    device: cl_device_id,
-    param_name: cl_program_build_info,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut usize,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    info fn clGetProgramInfo(program: cl_program; cl_program_info) => ProgramInfo;
+}
+
+pub(crate) struct ProgramBuildInfo;
+
+impl InfoQuery for ProgramBuildInfo {
+    type Handles = (cl_program, cl_device_id);
+    type Object = (Arc<Program>, Arc<Device>);
+    #[inline]
+    fn object((program, device): Self::Handles) -> ClResult<Self::Object> {
         let p = Program::from_handle(program)?;
         let d = Device::from_handle(device)?;
         if !p.devices.iter().any(|x| x.index == d.index) {
             return Err(CL_INVALID_DEVICE);
         }
-        let info = match param_name {
+        Ok((p, d))
+    }
+    #[inline]
+    fn answer((p, d): &Self::Object, param: cl_program_build_info) -> ClResult<Info> {
+        Ok(match param {
             CL_PROGRAM_BUILD_OPTIONS => Info::text(&p.build.lock().options),
-            CL_PROGRAM_BUILD_STATUS => Info::value::<cl_build_status>(p.build_status(&d)),
-            CL_PROGRAM_BUILD_LOG => Info::text(&p.build_log(&d)),
-            CL_PROGRAM_BINARY_TYPE => Info::value::<cl_program_binary_type>(p.binary_type(&d)),
+            CL_PROGRAM_BUILD_STATUS => Info::value::<cl_build_status>(p.build_status(d)),
+            CL_PROGRAM_BUILD_LOG => Info::text(&p.build_log(d)),
+            CL_PROGRAM_BINARY_TYPE => Info::value::<cl_program_binary_type>(p.binary_type(d)),
             _ => return Err(CL_INVALID_VALUE),
-        };
-        info.write(param_value_size, param_value, param_value_size_ret)
-    })
+        })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clCreateKernel(
-    program: cl_program,
-    kernel_name: *const libc::c_char,
-    errcode_ret: *mut cl_int,
-) -> cl_kernel {
-    entry_obj(errcode_ret, || {
-        platform();
+entry! {
+    info fn clGetProgramBuildInfo(
+        program: cl_program,
+        device: cl_device_id;
+        cl_program_build_info
+    ) => ProgramBuildInfo;
+}
+
+entry! {
+    fn clCreateKernel(
+        program: cl_program,
+        kernel_name: *const libc::c_char,
+    ) -> cl_kernel, errcode_ret {
         let p = Program::from_handle(program)?;
         let name = c_str(kernel_name).ok_or(CL_INVALID_VALUE)?;
         if !p.devices.iter().any(|d| p.is_built_for(d)) {
@@ -409,18 +369,16 @@ pub unsafe extern "C" fn clCreateKernel(
             p,
             &name.to_string_lossy(),
         )?))
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clCreateKernelsInProgram(
-    program: cl_program,
-    num_kernels: cl_uint,
-    kernels: *mut cl_kernel,
-    num_kernels_ret: *mut cl_uint,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clCreateKernelsInProgram(
+        program: cl_program,
+        num_kernels: cl_uint,
+        kernels: *mut cl_kernel,
+        num_kernels_ret: *mut cl_uint,
+    ) -> cl_int {
         let p = Program::from_handle(program)?;
         if !p.devices.iter().any(|d| p.is_built_for(d)) {
             return Err(CL_INVALID_PROGRAM_EXECUTABLE);
@@ -445,23 +403,19 @@ pub unsafe extern "C" fn clCreateKernelsInProgram(
             unsafe { *num_kernels_ret = names.len() as cl_uint };
         }
         Ok(())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clRetainKernel(kernel: cl_kernel) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clRetainKernel(kernel: cl_kernel) -> cl_int {
         Kernel::retain_handle(kernel)
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clReleaseKernel(kernel: cl_kernel) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clReleaseKernel(kernel: cl_kernel) -> cl_int {
         Kernel::release_handle(kernel).map(|_| ())
-    })
+    }
 }
 
 /// A buffer argument: `CL_INVALID_ARG_SIZE` unless the size is that of a `cl_mem`; NULL
@@ -502,15 +456,13 @@ fn probe_arg(
     Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clSetKernelArg(
-    kernel: cl_kernel,
-    arg_index: cl_uint,
-    arg_size: usize,
-    arg_value: *const c_void,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    fn clSetKernelArg(
+        kernel: cl_kernel,
+        arg_index: cl_uint,
+        arg_size: usize,
+        arg_value: *const c_void,
+    ) -> cl_int {
         let k = Kernel::from_handle(kernel)?;
         if arg_index >= k.num_args {
             return Err(CL_INVALID_ARG_INDEX);
@@ -577,58 +529,68 @@ pub unsafe extern "C" fn clSetKernelArg(
         }
         k.args.lock()[arg_index as usize] = Some(value);
         Ok(())
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetKernelInfo(
-    kernel: cl_kernel,
-    param_name: cl_kernel_info,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut usize,
-) -> cl_int {
-    entry(|| {
-        platform();
-        let k = Kernel::from_handle(kernel)?;
-        let info = match param_name {
+pub(crate) struct KernelInfo;
+
+impl InfoQuery for KernelInfo {
+    type Handles = (cl_kernel,);
+    type Object = Arc<Kernel>;
+    #[inline]
+    fn object((kernel,): (cl_kernel,)) -> ClResult<Arc<Kernel>> {
+        Kernel::from_handle(kernel)
+    }
+    #[inline]
+    fn answer(k: &Arc<Kernel>, param: cl_kernel_info) -> ClResult<Info> {
+        Ok(match param {
             CL_KERNEL_FUNCTION_NAME => Info::text(&k.name),
             CL_KERNEL_NUM_ARGS => Info::value::<cl_uint>(k.num_args),
             CL_KERNEL_REFERENCE_COUNT => Info::value::<cl_uint>(k.header().count()),
             CL_KERNEL_CONTEXT => Info::value(k.program.context.handle()),
             CL_KERNEL_PROGRAM => Info::value(k.program.handle()),
             CL_KERNEL_ATTRIBUTES => match &k.facts.attributes {
-                Some(a) => Info(a.clone()),
+                Some(a) => Info::bytes(a.clone()),
                 None => Info::text(""),
             },
             _ => return Err(CL_INVALID_VALUE),
-        };
-        info.write(param_value_size, param_value, param_value_size_ret)
-    })
+        })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetKernelArgInfo(
-    kernel: cl_kernel,
-    arg_index: cl_uint,
-    param_name: cl_kernel_arg_info,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut usize,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    info fn clGetKernelInfo(kernel: cl_kernel; cl_kernel_info) => KernelInfo;
+}
+
+pub(crate) struct KernelArgInfo;
+
+impl InfoQuery for KernelArgInfo {
+    type Handles = (cl_kernel, cl_uint);
+    type Object = (Arc<Kernel>, cl_uint);
+    #[inline]
+    fn object((kernel, arg_index): Self::Handles) -> ClResult<Self::Object> {
         let k = Kernel::from_handle(kernel)?;
         if arg_index >= k.num_args {
             return Err(CL_INVALID_ARG_INDEX);
         }
-        let bytes = match k.facts.arg_answer(arg_index, param_name) {
-            Some(Ok(b)) => b.clone(),
-            Some(Err(_)) => return Err(CL_KERNEL_ARG_INFO_NOT_AVAILABLE),
-            None => return Err(CL_INVALID_VALUE),
-        };
-        Info(bytes).write(param_value_size, param_value, param_value_size_ret)
-    })
+        Ok((k, arg_index))
+    }
+    #[inline]
+    fn answer((k, arg_index): &Self::Object, param: cl_kernel_arg_info) -> ClResult<Info> {
+        match k.facts.arg_answer(*arg_index, param) {
+            Some(Ok(b)) => Ok(Info::bytes(b.clone())),
+            Some(Err(_)) => Err(CL_KERNEL_ARG_INFO_NOT_AVAILABLE),
+            None => Err(CL_INVALID_VALUE),
+        }
+    }
+}
+
+entry! {
+    info fn clGetKernelArgInfo(
+        kernel: cl_kernel,
+        arg_index: cl_uint;
+        cl_kernel_arg_info
+    ) => KernelArgInfo;
 }
 
 /// The device a per-device kernel query is about: `device` may be NULL only when the
@@ -648,49 +610,50 @@ pub(crate) fn kernel_device(k: &Kernel, device: cl_device_id) -> ClResult<Arc<De
     Ok(d)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clGetKernelWorkGroupInfo(
-    kernel: cl_kernel,
-    device: cl_device_id,
-    param_name: cl_kernel_work_group_info,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut usize,
-) -> cl_int {
-    entry(|| {
-        platform();
+pub(crate) struct KernelWorkGroupInfo;
+
+impl InfoQuery for KernelWorkGroupInfo {
+    type Handles = (cl_kernel, cl_device_id);
+    type Object = (Arc<Kernel>, Arc<Device>);
+    #[inline]
+    fn object((kernel, device): Self::Handles) -> ClResult<Self::Object> {
         let k = Kernel::from_handle(kernel)?;
         let d = kernel_device(&k, device)?;
-        if param_name == CL_KERNEL_LOCAL_MEM_SIZE {
-            if let Some(v) = k.local_mem_size(&d) {
-                return Info::value::<cl_ulong>(v).write(
-                    param_value_size,
-                    param_value,
-                    param_value_size_ret,
-                );
+        Ok((k, d))
+    }
+    #[inline]
+    fn answer((k, d): &Self::Object, param: cl_kernel_work_group_info) -> ClResult<Info> {
+        if param == CL_KERNEL_LOCAL_MEM_SIZE {
+            if let Some(v) = k.local_mem_size(d) {
+                return Ok(Info::value::<cl_ulong>(v));
             }
         }
         // The device's owner answered when the kernel was created.
-        let bytes = match k.facts.work_group_answer(d.index, param_name) {
-            Some(Ok(b)) => b.clone(),
-            Some(Err(rc)) => return Err(*rc),
-            None => return Err(CL_INVALID_VALUE),
-        };
-        Info(bytes).write(param_value_size, param_value, param_value_size_ret)
-    })
+        match k.facts.work_group_answer(d.index, param) {
+            Some(Ok(b)) => Ok(Info::bytes(b.clone())),
+            Some(Err(rc)) => Err(*rc),
+            None => Err(CL_INVALID_VALUE),
+        }
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn clSetProgramReleaseCallback(
-    program: cl_program,
-    pfn_notify: Option<unsafe extern "C" fn(cl_program, *mut c_void)>,
-    user_data: *mut c_void,
-) -> cl_int {
-    entry(|| {
-        platform();
+entry! {
+    info fn clGetKernelWorkGroupInfo(
+        kernel: cl_kernel,
+        device: cl_device_id;
+        cl_kernel_work_group_info
+    ) => KernelWorkGroupInfo;
+}
+
+entry! {
+    fn clSetProgramReleaseCallback(
+        program: cl_program,
+        pfn_notify: Option<unsafe extern "C" fn(cl_program, *mut c_void)>,
+        user_data: *mut c_void,
+    ) -> cl_int {
         let p = Program::from_handle(program)?;
         let f = pfn_notify.ok_or(CL_INVALID_VALUE)?;
         p.release_callbacks.add(f, user_data);
         Ok(())
-    })
+    }
 }
