@@ -25,6 +25,9 @@
 /// must work before (or without) it; an `interpose` prefix is for the C-library and MPI
 /// functions MirrorCL stands in for, which are no OpenCL calls: neither counted nor
 /// initialising anything.
+///
+/// rustfmt does not reach inside a macro call: a body of more than a few lines calls an
+/// ordinary function named after the entry point (`clSetKernelArg` → `set_kernel_arg`).
 macro_rules! entry {
     ($(#[$m:meta])* lazy $($rest:tt)+) => { entry!(@fn lazy [$(#[$m])*] $($rest)+); };
     ($(#[$m:meta])* interpose $($rest:tt)+) => {

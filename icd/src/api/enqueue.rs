@@ -163,25 +163,39 @@ entry! {
         event_wait_list: *const cl_event,
         event: *mut cl_event,
     ) -> cl_int {
-        let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
-        let src = buffer_in(src_buffer, &q.context)?;
-        let dst = buffer_in(dst_buffer, &q.context)?;
-        check_range(&src, src_offset, size)?;
-        check_range(&dst, dst_offset, size)?;
-        // CL_MEM_COPY_OVERLAP if the source and destination regions overlap (also for
-        // sub-buffers of one buffer).
-        if overlaps(
-            &src,
-            src_offset..src_offset + size,
-            &dst,
-            dst_offset..dst_offset + size,
-        ) {
-            return Err(CL_MEM_COPY_OVERLAP);
-        }
-        let ev = rt::copy_buffer(&q, &src, &dst, src_offset, dst_offset, size, waits)?;
-        return_event(ev, event);
-        Ok(())
+        enqueue_copy_buffer(queue, src_buffer, dst_buffer, src_offset, dst_offset, size, num_events_in_wait_list, event_wait_list, event)
     }
+}
+
+fn enqueue_copy_buffer(
+    queue: cl_command_queue,
+    src_buffer: cl_mem,
+    dst_buffer: cl_mem,
+    src_offset: usize,
+    dst_offset: usize,
+    size: usize,
+    num_events_in_wait_list: cl_uint,
+    event_wait_list: *const cl_event,
+    event: *mut cl_event,
+) -> ClResult<()> {
+    let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
+    let src = buffer_in(src_buffer, &q.context)?;
+    let dst = buffer_in(dst_buffer, &q.context)?;
+    check_range(&src, src_offset, size)?;
+    check_range(&dst, dst_offset, size)?;
+    // CL_MEM_COPY_OVERLAP if the source and destination regions overlap (also for
+    // sub-buffers of one buffer).
+    if overlaps(
+        &src,
+        src_offset..src_offset + size,
+        &dst,
+        dst_offset..dst_offset + size,
+    ) {
+        return Err(CL_MEM_COPY_OVERLAP);
+    }
+    let ev = rt::copy_buffer(&q, &src, &dst, src_offset, dst_offset, size, waits)?;
+    return_event(ev, event);
+    Ok(())
 }
 
 fn triple(p: *const usize) -> ClResult<[usize; 3]> {
@@ -290,24 +304,43 @@ entry! {
         event_wait_list: *const cl_event,
         event: *mut cl_event,
     ) -> cl_int {
-        rw_rect(
-            queue,
-            buffer,
-            false,
-            blocking_read,
-            buffer_origin,
-            host_origin,
-            region,
-            buffer_row_pitch,
-            buffer_slice_pitch,
-            host_row_pitch,
-            host_slice_pitch,
-            ptr,
-            num_events_in_wait_list,
-            event_wait_list,
-            event,
-        )
+        enqueue_read_buffer_rect(queue, buffer, blocking_read, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, event)
     }
+}
+
+fn enqueue_read_buffer_rect(
+    queue: cl_command_queue,
+    buffer: cl_mem,
+    blocking_read: cl_bool,
+    buffer_origin: *const usize,
+    host_origin: *const usize,
+    region: *const usize,
+    buffer_row_pitch: usize,
+    buffer_slice_pitch: usize,
+    host_row_pitch: usize,
+    host_slice_pitch: usize,
+    ptr: *mut c_void,
+    num_events_in_wait_list: cl_uint,
+    event_wait_list: *const cl_event,
+    event: *mut cl_event,
+) -> ClResult<()> {
+    rw_rect(
+        queue,
+        buffer,
+        false,
+        blocking_read,
+        buffer_origin,
+        host_origin,
+        region,
+        buffer_row_pitch,
+        buffer_slice_pitch,
+        host_row_pitch,
+        host_slice_pitch,
+        ptr,
+        num_events_in_wait_list,
+        event_wait_list,
+        event,
+    )
 }
 
 entry! {
@@ -327,24 +360,43 @@ entry! {
         event_wait_list: *const cl_event,
         event: *mut cl_event,
     ) -> cl_int {
-        rw_rect(
-            queue,
-            buffer,
-            true,
-            blocking_write,
-            buffer_origin,
-            host_origin,
-            region,
-            buffer_row_pitch,
-            buffer_slice_pitch,
-            host_row_pitch,
-            host_slice_pitch,
-            ptr as *mut c_void,
-            num_events_in_wait_list,
-            event_wait_list,
-            event,
-        )
+        enqueue_write_buffer_rect(queue, buffer, blocking_write, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, event)
     }
+}
+
+fn enqueue_write_buffer_rect(
+    queue: cl_command_queue,
+    buffer: cl_mem,
+    blocking_write: cl_bool,
+    buffer_origin: *const usize,
+    host_origin: *const usize,
+    region: *const usize,
+    buffer_row_pitch: usize,
+    buffer_slice_pitch: usize,
+    host_row_pitch: usize,
+    host_slice_pitch: usize,
+    ptr: *const c_void,
+    num_events_in_wait_list: cl_uint,
+    event_wait_list: *const cl_event,
+    event: *mut cl_event,
+) -> ClResult<()> {
+    rw_rect(
+        queue,
+        buffer,
+        true,
+        blocking_write,
+        buffer_origin,
+        host_origin,
+        region,
+        buffer_row_pitch,
+        buffer_slice_pitch,
+        host_row_pitch,
+        host_slice_pitch,
+        ptr as *mut c_void,
+        num_events_in_wait_list,
+        event_wait_list,
+        event,
+    )
 }
 
 entry! {
@@ -363,30 +415,47 @@ entry! {
         event_wait_list: *const cl_event,
         event: *mut cl_event,
     ) -> cl_int {
-        let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
-        let src = buffer_in(src_buffer, &q.context)?;
-        let dst = buffer_in(dst_buffer, &q.context)?;
-        let region = check_region(region)?;
-        let s = rect(src_origin, region, src_row_pitch, src_slice_pitch)?;
-        let d = rect(dst_origin, region, dst_row_pitch, dst_slice_pitch)?;
-        check_rect_in(&src, &s, region)?;
-        check_rect_in(&dst, &d, region)?;
-        if src.id == dst.id {
-            // CL_INVALID_VALUE if one buffer is both source and destination with different
-            // pitches.
-            if Arc::ptr_eq(&src, &dst)
-                && (s.row_pitch != d.row_pitch || s.slice_pitch != d.slice_pitch)
-            {
-                return Err(CL_INVALID_VALUE);
-            }
-            if overlaps(&src, s.span(region), &dst, d.span(region)) {
-                return Err(CL_MEM_COPY_OVERLAP);
-            }
-        }
-        let ev = rt::copy_rect(&q, &src, &dst, s, d, region, waits)?;
-        return_event(ev, event);
-        Ok(())
+        enqueue_copy_buffer_rect(queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_events_in_wait_list, event_wait_list, event)
     }
+}
+
+fn enqueue_copy_buffer_rect(
+    queue: cl_command_queue,
+    src_buffer: cl_mem,
+    dst_buffer: cl_mem,
+    src_origin: *const usize,
+    dst_origin: *const usize,
+    region: *const usize,
+    src_row_pitch: usize,
+    src_slice_pitch: usize,
+    dst_row_pitch: usize,
+    dst_slice_pitch: usize,
+    num_events_in_wait_list: cl_uint,
+    event_wait_list: *const cl_event,
+    event: *mut cl_event,
+) -> ClResult<()> {
+    let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
+    let src = buffer_in(src_buffer, &q.context)?;
+    let dst = buffer_in(dst_buffer, &q.context)?;
+    let region = check_region(region)?;
+    let s = rect(src_origin, region, src_row_pitch, src_slice_pitch)?;
+    let d = rect(dst_origin, region, dst_row_pitch, dst_slice_pitch)?;
+    check_rect_in(&src, &s, region)?;
+    check_rect_in(&dst, &d, region)?;
+    if src.id == dst.id {
+        // CL_INVALID_VALUE if one buffer is both source and destination with different
+        // pitches.
+        if Arc::ptr_eq(&src, &dst) && (s.row_pitch != d.row_pitch || s.slice_pitch != d.slice_pitch)
+        {
+            return Err(CL_INVALID_VALUE);
+        }
+        if overlaps(&src, s.span(region), &dst, d.span(region)) {
+            return Err(CL_MEM_COPY_OVERLAP);
+        }
+    }
+    let ev = rt::copy_rect(&q, &src, &dst, s, d, region, waits)?;
+    return_event(ev, event);
+    Ok(())
 }
 
 entry! {
@@ -431,34 +500,48 @@ entry! {
         event_wait_list: *const cl_event,
         event: *mut cl_event,
     ) -> *mut c_void, errcode_ret {
-        let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
-        let b = buffer_in(buffer, &q.context)?;
-        check_range(&b, offset, size)?;
-        let known = CL_MAP_READ | CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION;
-        if map_flags & !known != 0
-            || (map_flags & CL_MAP_WRITE_INVALIDATE_REGION != 0
-                && map_flags & (CL_MAP_READ | CL_MAP_WRITE) != 0)
-        {
-            return Err(CL_INVALID_VALUE);
-        }
-        if map_flags & CL_MAP_READ != 0 {
-            check_host_access(&b, true)?;
-        }
-        if map_flags & (CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION) != 0 {
-            check_host_access(&b, false)?;
-        }
-        let (ev, ptr) = rt::map_buffer(
-            &q,
-            &b,
-            blocking_map != CL_FALSE,
-            map_flags,
-            offset,
-            size,
-            waits,
-        )?;
-        return_event(ev, event);
-        Ok(ptr)
+        enqueue_map_buffer(queue, buffer, blocking_map, map_flags, offset, size, num_events_in_wait_list, event_wait_list, event)
     }
+}
+
+fn enqueue_map_buffer(
+    queue: cl_command_queue,
+    buffer: cl_mem,
+    blocking_map: cl_bool,
+    map_flags: cl_map_flags,
+    offset: usize,
+    size: usize,
+    num_events_in_wait_list: cl_uint,
+    event_wait_list: *const cl_event,
+    event: *mut cl_event,
+) -> ClResult<*mut c_void> {
+    let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
+    let b = buffer_in(buffer, &q.context)?;
+    check_range(&b, offset, size)?;
+    let known = CL_MAP_READ | CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION;
+    if map_flags & !known != 0
+        || (map_flags & CL_MAP_WRITE_INVALIDATE_REGION != 0
+            && map_flags & (CL_MAP_READ | CL_MAP_WRITE) != 0)
+    {
+        return Err(CL_INVALID_VALUE);
+    }
+    if map_flags & CL_MAP_READ != 0 {
+        check_host_access(&b, true)?;
+    }
+    if map_flags & (CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION) != 0 {
+        check_host_access(&b, false)?;
+    }
+    let (ev, ptr) = rt::map_buffer(
+        &q,
+        &b,
+        blocking_map != CL_FALSE,
+        map_flags,
+        offset,
+        size,
+        waits,
+    )?;
+    return_event(ev, event);
+    Ok(ptr)
 }
 
 entry! {

@@ -92,67 +92,76 @@ entry! {
         buffer_create_type: cl_buffer_create_type,
         buffer_create_info: *const c_void,
     ) -> cl_mem, errcode_ret {
-        let parent = Buffer::from_handle(buffer)?;
-        // CL_INVALID_MEM_OBJECT if buffer is a sub-buffer.
-        if parent.parent.is_some() {
-            return Err(CL_INVALID_MEM_OBJECT);
-        }
-        check_flags(flags)?;
-        // Host pointer flags cannot be given; access flags must not widen the parent's.
-        if flags & HOST_PTR != 0 {
-            return Err(CL_INVALID_VALUE);
-        }
-        let p = parent.flags;
-        let widened = (p & CL_MEM_WRITE_ONLY != 0
-            && flags & (CL_MEM_READ_WRITE | CL_MEM_READ_ONLY) != 0)
-            || (p & CL_MEM_READ_ONLY != 0 && flags & (CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY) != 0)
-            || (p & CL_MEM_HOST_WRITE_ONLY != 0 && flags & CL_MEM_HOST_READ_ONLY != 0)
-            || (p & CL_MEM_HOST_READ_ONLY != 0 && flags & CL_MEM_HOST_WRITE_ONLY != 0)
-            || (p & CL_MEM_HOST_NO_ACCESS != 0
-                && flags & (CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_WRITE_ONLY) != 0);
-        if widened {
-            return Err(CL_INVALID_VALUE);
-        }
-        let mut sub_flags = flags;
-        if flags & ACCESS == 0 {
-            sub_flags |= p & ACCESS;
-        }
-        if flags & HOST_ACCESS == 0 {
-            sub_flags |= p & HOST_ACCESS;
-        }
-        sub_flags |= p & HOST_PTR;
-        if buffer_create_type != CL_BUFFER_CREATE_TYPE_REGION || buffer_create_info.is_null() {
-            return Err(CL_INVALID_VALUE);
-        }
-        // SAFETY: a cl_buffer_region for CL_BUFFER_CREATE_TYPE_REGION.
-        let region = unsafe { *(buffer_create_info as *const cl_buffer_region) };
-        if region.size == 0 {
-            return Err(CL_INVALID_BUFFER_SIZE);
-        }
-        if region
-            .origin
-            .checked_add(region.size)
-            .is_none_or(|end| end > parent.size)
-        {
-            return Err(CL_INVALID_VALUE);
-        }
-        // Every device gets its own instance of the sub-buffer, so the origin must suit
-        // every device's base address alignment.
-        if parent
-            .context
-            .devices
-            .iter()
-            .any(|d| !(region.origin as u64).is_multiple_of(d.base_align()))
-        {
-            return Err(CL_MISALIGNED_SUB_BUFFER_OFFSET);
-        }
-        Ok(Buffer::into_handle(Buffer::new_sub(
-            &parent,
-            sub_flags,
-            region.origin,
-            region.size,
-        )))
+        create_sub_buffer(buffer, flags, buffer_create_type, buffer_create_info)
     }
+}
+
+fn create_sub_buffer(
+    buffer: cl_mem,
+    flags: cl_mem_flags,
+    buffer_create_type: cl_buffer_create_type,
+    buffer_create_info: *const c_void,
+) -> ClResult<cl_mem> {
+    let parent = Buffer::from_handle(buffer)?;
+    // CL_INVALID_MEM_OBJECT if buffer is a sub-buffer.
+    if parent.parent.is_some() {
+        return Err(CL_INVALID_MEM_OBJECT);
+    }
+    check_flags(flags)?;
+    // Host pointer flags cannot be given; access flags must not widen the parent's.
+    if flags & HOST_PTR != 0 {
+        return Err(CL_INVALID_VALUE);
+    }
+    let p = parent.flags;
+    let widened = (p & CL_MEM_WRITE_ONLY != 0
+        && flags & (CL_MEM_READ_WRITE | CL_MEM_READ_ONLY) != 0)
+        || (p & CL_MEM_READ_ONLY != 0 && flags & (CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY) != 0)
+        || (p & CL_MEM_HOST_WRITE_ONLY != 0 && flags & CL_MEM_HOST_READ_ONLY != 0)
+        || (p & CL_MEM_HOST_READ_ONLY != 0 && flags & CL_MEM_HOST_WRITE_ONLY != 0)
+        || (p & CL_MEM_HOST_NO_ACCESS != 0
+            && flags & (CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_WRITE_ONLY) != 0);
+    if widened {
+        return Err(CL_INVALID_VALUE);
+    }
+    let mut sub_flags = flags;
+    if flags & ACCESS == 0 {
+        sub_flags |= p & ACCESS;
+    }
+    if flags & HOST_ACCESS == 0 {
+        sub_flags |= p & HOST_ACCESS;
+    }
+    sub_flags |= p & HOST_PTR;
+    if buffer_create_type != CL_BUFFER_CREATE_TYPE_REGION || buffer_create_info.is_null() {
+        return Err(CL_INVALID_VALUE);
+    }
+    // SAFETY: a cl_buffer_region for CL_BUFFER_CREATE_TYPE_REGION.
+    let region = unsafe { *(buffer_create_info as *const cl_buffer_region) };
+    if region.size == 0 {
+        return Err(CL_INVALID_BUFFER_SIZE);
+    }
+    if region
+        .origin
+        .checked_add(region.size)
+        .is_none_or(|end| end > parent.size)
+    {
+        return Err(CL_INVALID_VALUE);
+    }
+    // Every device gets its own instance of the sub-buffer, so the origin must suit
+    // every device's base address alignment.
+    if parent
+        .context
+        .devices
+        .iter()
+        .any(|d| !(region.origin as u64).is_multiple_of(d.base_align()))
+    {
+        return Err(CL_MISALIGNED_SUB_BUFFER_OFFSET);
+    }
+    Ok(Buffer::into_handle(Buffer::new_sub(
+        &parent,
+        sub_flags,
+        region.origin,
+        region.size,
+    )))
 }
 
 entry! {

@@ -179,36 +179,46 @@ entry! {
         out_devices: *mut cl_device_id,
         num_devices_ret: *mut cl_uint,
     ) -> cl_int {
-        let parent = Device::from_handle(in_device)?;
-        if properties.is_null() {
-            return Err(CL_INVALID_VALUE);
-        }
-        let mut props = Vec::new();
-        let mut i = 0;
-        loop {
-            // SAFETY: a zero-terminated property list.
-            let v = unsafe { *properties.add(i) };
-            if v == 0 {
-                break;
-            }
-            props.push(v);
-            i += 1;
-        }
-        props.push(0);
-        let (n, subs) = Device::create_sub_devices(&parent, &props, !out_devices.is_null())?;
-        if !out_devices.is_null() && num_devices < n {
-            return Err(CL_INVALID_VALUE);
-        }
-        if !num_devices_ret.is_null() {
-            // SAFETY: valid out-pointer.
-            unsafe { *num_devices_ret = n };
-        }
-        for (k, dev) in subs.into_iter().enumerate() {
-            // SAFETY: num_devices >= n writable entries.
-            unsafe { *out_devices.add(k) = Device::into_handle(dev) };
-        }
-        Ok(())
+        create_sub_devices(in_device, properties, num_devices, out_devices, num_devices_ret)
     }
+}
+
+fn create_sub_devices(
+    in_device: cl_device_id,
+    properties: *const cl_device_partition_property,
+    num_devices: cl_uint,
+    out_devices: *mut cl_device_id,
+    num_devices_ret: *mut cl_uint,
+) -> ClResult<()> {
+    let parent = Device::from_handle(in_device)?;
+    if properties.is_null() {
+        return Err(CL_INVALID_VALUE);
+    }
+    let mut props = Vec::new();
+    let mut i = 0;
+    loop {
+        // SAFETY: a zero-terminated property list.
+        let v = unsafe { *properties.add(i) };
+        if v == 0 {
+            break;
+        }
+        props.push(v);
+        i += 1;
+    }
+    props.push(0);
+    let (n, subs) = Device::create_sub_devices(&parent, &props, !out_devices.is_null())?;
+    if !out_devices.is_null() && num_devices < n {
+        return Err(CL_INVALID_VALUE);
+    }
+    if !num_devices_ret.is_null() {
+        // SAFETY: valid out-pointer.
+        unsafe { *num_devices_ret = n };
+    }
+    for (k, dev) in subs.into_iter().enumerate() {
+        // SAFETY: num_devices >= n writable entries.
+        unsafe { *out_devices.add(k) = Device::into_handle(dev) };
+    }
+    Ok(())
 }
 
 entry! {

@@ -23,35 +23,43 @@ entry! {
         strings: *mut *const libc::c_char,
         lengths: *const usize,
     ) -> cl_program, errcode_ret {
-        let ctx = Context::from_handle(context)?;
-        // CL_INVALID_VALUE if count is zero or strings or any entry in strings is NULL.
-        if count == 0 || strings.is_null() {
+        create_program_with_source(context, count, strings, lengths)
+    }
+}
+
+fn create_program_with_source(
+    context: cl_context,
+    count: cl_uint,
+    strings: *mut *const libc::c_char,
+    lengths: *const usize,
+) -> ClResult<cl_program> {
+    let ctx = Context::from_handle(context)?;
+    // CL_INVALID_VALUE if count is zero or strings or any entry in strings is NULL.
+    if count == 0 || strings.is_null() {
+        return Err(CL_INVALID_VALUE);
+    }
+    let mut source = Vec::new();
+    for i in 0..count as usize {
+        // SAFETY: `count` string pointers.
+        let s = unsafe { *strings.add(i) };
+        if s.is_null() {
             return Err(CL_INVALID_VALUE);
         }
-        let mut source = Vec::new();
-        for i in 0..count as usize {
-            // SAFETY: `count` string pointers.
-            let s = unsafe { *strings.add(i) };
-            if s.is_null() {
-                return Err(CL_INVALID_VALUE);
-            }
-            let len = if lengths.is_null() {
-                0
-            } else {
-                // SAFETY: `lengths` has `count` entries when not NULL.
-                unsafe { *lengths.add(i) }
-            };
-            if len == 0 {
-                source.extend_from_slice(c_str(s).expect("checked non-NULL").to_bytes());
-            } else {
-                // SAFETY: the application gives `len` readable bytes.
-                source
-                    .extend_from_slice(unsafe { std::slice::from_raw_parts(s as *const u8, len) });
-            }
+        let len = if lengths.is_null() {
+            0
+        } else {
+            // SAFETY: `lengths` has `count` entries when not NULL.
+            unsafe { *lengths.add(i) }
+        };
+        if len == 0 {
+            source.extend_from_slice(c_str(s).expect("checked non-NULL").to_bytes());
+        } else {
+            // SAFETY: the application gives `len` readable bytes.
+            source.extend_from_slice(unsafe { std::slice::from_raw_parts(s as *const u8, len) });
         }
-        let text = String::from_utf8_lossy(&source).into_owned();
-        Ok(Program::into_handle(Program::with_source(ctx, text)?))
     }
+    let text = String::from_utf8_lossy(&source).into_owned();
+    Ok(Program::into_handle(Program::with_source(ctx, text)?))
 }
 
 entry! {
@@ -63,57 +71,68 @@ entry! {
         binaries: *mut *const u8,
         binary_status: *mut cl_int,
     ) -> cl_program, errcode_ret {
-        let ctx = Context::from_handle(context)?;
-        if device_list_ptr.is_null() || num_devices == 0 {
-            return Err(CL_INVALID_VALUE);
+        create_program_with_binary(context, num_devices, device_list_ptr, lengths, binaries, binary_status)
+    }
+}
+
+fn create_program_with_binary(
+    context: cl_context,
+    num_devices: cl_uint,
+    device_list_ptr: *const cl_device_id,
+    lengths: *const usize,
+    binaries: *mut *const u8,
+    binary_status: *mut cl_int,
+) -> ClResult<cl_program> {
+    let ctx = Context::from_handle(context)?;
+    if device_list_ptr.is_null() || num_devices == 0 {
+        return Err(CL_INVALID_VALUE);
+    }
+    let devices = device_list(num_devices, device_list_ptr)?;
+    if devices.iter().any(|d| !ctx.has_device(d)) {
+        return Err(CL_INVALID_DEVICE);
+    }
+    if lengths.is_null() || binaries.is_null() {
+        return Err(CL_INVALID_VALUE);
+    }
+    let n = num_devices as usize;
+    let mut status = vec![CL_SUCCESS; n];
+    let mut bins: Vec<&[u8]> = Vec::with_capacity(n);
+    for (i, st) in status.iter_mut().enumerate() {
+        // SAFETY: `n` entries each.
+        let (len, ptr) = unsafe { (*lengths.add(i), *binaries.add(i)) };
+        if len == 0 || ptr.is_null() {
+            *st = CL_INVALID_VALUE;
         }
-        let devices = device_list(num_devices, device_list_ptr)?;
-        if devices.iter().any(|d| !ctx.has_device(d)) {
-            return Err(CL_INVALID_DEVICE);
-        }
-        if lengths.is_null() || binaries.is_null() {
-            return Err(CL_INVALID_VALUE);
-        }
-        let n = num_devices as usize;
-        let mut status = vec![CL_SUCCESS; n];
-        let mut bins: Vec<&[u8]> = Vec::with_capacity(n);
-        for (i, st) in status.iter_mut().enumerate() {
-            // SAFETY: `n` entries each.
-            let (len, ptr) = unsafe { (*lengths.add(i), *binaries.add(i)) };
-            if len == 0 || ptr.is_null() {
-                *st = CL_INVALID_VALUE;
+        bins.push(if len == 0 || ptr.is_null() {
+            &[]
+        } else {
+            // SAFETY: `len` readable bytes.
+            unsafe { std::slice::from_raw_parts(ptr, len) }
+        });
+    }
+    let write_status = |status: &[cl_int]| {
+        if !binary_status.is_null() {
+            for (i, s) in status.iter().enumerate() {
+                // SAFETY: `n` writable entries.
+                unsafe { *binary_status.add(i) = *s };
             }
-            bins.push(if len == 0 || ptr.is_null() {
-                &[]
-            } else {
-                // SAFETY: `len` readable bytes.
-                unsafe { std::slice::from_raw_parts(ptr, len) }
-            });
         }
-        let write_status = |status: &[cl_int]| {
-            if !binary_status.is_null() {
-                for (i, s) in status.iter().enumerate() {
-                    // SAFETY: `n` writable entries.
-                    unsafe { *binary_status.add(i) = *s };
-                }
-            }
-        };
-        if status.iter().any(|&s| s != CL_SUCCESS) {
-            write_status(&status);
-            return Err(CL_INVALID_VALUE);
-        }
-        let result = Program::with_binaries(ctx, devices, &bins, &mut status);
-        for s in status.iter_mut() {
-            if *s != CL_SUCCESS {
-                *s = CL_INVALID_BINARY;
-            }
-        }
+    };
+    if status.iter().any(|&s| s != CL_SUCCESS) {
         write_status(&status);
-        match result {
-            Ok(p) => Ok(Program::into_handle(p)),
-            Err(CL_INVALID_VALUE) | Err(CL_INVALID_BINARY) => Err(CL_INVALID_BINARY),
-            Err(e) => Err(e),
+        return Err(CL_INVALID_VALUE);
+    }
+    let result = Program::with_binaries(ctx, devices, &bins, &mut status);
+    for s in status.iter_mut() {
+        if *s != CL_SUCCESS {
+            *s = CL_INVALID_BINARY;
         }
+    }
+    write_status(&status);
+    match result {
+        Ok(p) => Ok(Program::into_handle(p)),
+        Err(CL_INVALID_VALUE) | Err(CL_INVALID_BINARY) => Err(CL_INVALID_BINARY),
+        Err(e) => Err(e),
     }
 }
 
@@ -193,39 +212,52 @@ entry! {
         pfn_notify: BuildNotify,
         user_data: *mut c_void,
     ) -> cl_int {
-        let p = Program::from_handle(program)?;
-        let devices = program_devices(&p, num_devices, device_list_ptr)?;
-        if pfn_notify.is_none() && !user_data.is_null() {
-            return Err(CL_INVALID_VALUE);
-        }
-        if (num_input_headers == 0 && (!input_headers.is_null() || !header_include_names.is_null()))
-            || (num_input_headers > 0
-                && (input_headers.is_null() || header_include_names.is_null()))
-        {
-            return Err(CL_INVALID_VALUE);
-        }
-        // CL_INVALID_OPERATION if program has no source.
-        if p.source.is_none() {
-            return Err(CL_INVALID_OPERATION);
-        }
-        if p.kernel_count() > 0 {
-            return Err(CL_INVALID_OPERATION);
-        }
-        let mut headers = Vec::new();
-        for i in 0..num_input_headers as usize {
-            // SAFETY: `num_input_headers` entries each.
-            let (h, name) = unsafe { (*input_headers.add(i), *header_include_names.add(i)) };
-            let hp = Program::from_handle(h)?;
-            let name = c_str(name).ok_or(CL_INVALID_VALUE)?;
-            headers.push((hp, CString::from(name)));
-        }
-        let result = p.compile(&devices, &options_text(options), &headers);
-        if let Some(f) = pfn_notify {
-            // SAFETY: the application's callback.
-            unsafe { f(program, user_data) };
-        }
-        result
+        compile_program(program, num_devices, device_list_ptr, options, num_input_headers, input_headers, header_include_names, pfn_notify, user_data)
     }
+}
+
+fn compile_program(
+    program: cl_program,
+    num_devices: cl_uint,
+    device_list_ptr: *const cl_device_id,
+    options: *const libc::c_char,
+    num_input_headers: cl_uint,
+    input_headers: *const cl_program,
+    header_include_names: *mut *const libc::c_char,
+    pfn_notify: BuildNotify,
+    user_data: *mut c_void,
+) -> ClResult<()> {
+    let p = Program::from_handle(program)?;
+    let devices = program_devices(&p, num_devices, device_list_ptr)?;
+    if pfn_notify.is_none() && !user_data.is_null() {
+        return Err(CL_INVALID_VALUE);
+    }
+    if (num_input_headers == 0 && (!input_headers.is_null() || !header_include_names.is_null()))
+        || (num_input_headers > 0 && (input_headers.is_null() || header_include_names.is_null()))
+    {
+        return Err(CL_INVALID_VALUE);
+    }
+    // CL_INVALID_OPERATION if program has no source.
+    if p.source.is_none() {
+        return Err(CL_INVALID_OPERATION);
+    }
+    if p.kernel_count() > 0 {
+        return Err(CL_INVALID_OPERATION);
+    }
+    let mut headers = Vec::new();
+    for i in 0..num_input_headers as usize {
+        // SAFETY: `num_input_headers` entries each.
+        let (h, name) = unsafe { (*input_headers.add(i), *header_include_names.add(i)) };
+        let hp = Program::from_handle(h)?;
+        let name = c_str(name).ok_or(CL_INVALID_VALUE)?;
+        headers.push((hp, CString::from(name)));
+    }
+    let result = p.compile(&devices, &options_text(options), &headers);
+    if let Some(f) = pfn_notify {
+        // SAFETY: the application's callback.
+        unsafe { f(program, user_data) };
+    }
+    result
 }
 
 entry! {
@@ -379,31 +411,40 @@ entry! {
         kernels: *mut cl_kernel,
         num_kernels_ret: *mut cl_uint,
     ) -> cl_int {
-        let p = Program::from_handle(program)?;
-        if !p.devices.iter().any(|d| p.is_built_for(d)) {
-            return Err(CL_INVALID_PROGRAM_EXECUTABLE);
-        }
-        let names = p.kernel_names()?;
-        let names: Vec<&str> = names.split(';').filter(|s| !s.is_empty()).collect();
-        if !kernels.is_null() && (num_kernels as usize) < names.len() {
-            return Err(CL_INVALID_VALUE);
-        }
-        if !kernels.is_null() {
-            let created = names
-                .iter()
-                .map(|n| Kernel::new(p.clone(), n))
-                .collect::<ClResult<Vec<_>>>()?;
-            for (i, k) in created.into_iter().enumerate() {
-                // SAFETY: num_kernels >= names.len() writable entries.
-                unsafe { *kernels.add(i) = Kernel::into_handle(k) };
-            }
-        }
-        if !num_kernels_ret.is_null() {
-            // SAFETY: valid out-pointer.
-            unsafe { *num_kernels_ret = names.len() as cl_uint };
-        }
-        Ok(())
+        create_kernels_in_program(program, num_kernels, kernels, num_kernels_ret)
     }
+}
+
+fn create_kernels_in_program(
+    program: cl_program,
+    num_kernels: cl_uint,
+    kernels: *mut cl_kernel,
+    num_kernels_ret: *mut cl_uint,
+) -> ClResult<()> {
+    let p = Program::from_handle(program)?;
+    if !p.devices.iter().any(|d| p.is_built_for(d)) {
+        return Err(CL_INVALID_PROGRAM_EXECUTABLE);
+    }
+    let names = p.kernel_names()?;
+    let names: Vec<&str> = names.split(';').filter(|s| !s.is_empty()).collect();
+    if !kernels.is_null() && (num_kernels as usize) < names.len() {
+        return Err(CL_INVALID_VALUE);
+    }
+    if !kernels.is_null() {
+        let created = names
+            .iter()
+            .map(|n| Kernel::new(p.clone(), n))
+            .collect::<ClResult<Vec<_>>>()?;
+        for (i, k) in created.into_iter().enumerate() {
+            // SAFETY: num_kernels >= names.len() writable entries.
+            unsafe { *kernels.add(i) = Kernel::into_handle(k) };
+        }
+    }
+    if !num_kernels_ret.is_null() {
+        // SAFETY: valid out-pointer.
+        unsafe { *num_kernels_ret = names.len() as cl_uint };
+    }
+    Ok(())
 }
 
 entry! {
@@ -463,73 +504,81 @@ entry! {
         arg_size: usize,
         arg_value: *const c_void,
     ) -> cl_int {
-        let k = Kernel::from_handle(kernel)?;
-        if arg_index >= k.num_args {
-            return Err(CL_INVALID_ARG_INDEX);
-        }
-        let value = match k.arg_info.as_ref().map(|i| i[arg_index as usize].address) {
-            Some(CL_KERNEL_ARG_ADDRESS_GLOBAL) | Some(CL_KERNEL_ARG_ADDRESS_CONSTANT) => {
-                mem_arg(&k, arg_size, arg_value)?
-            }
-            Some(CL_KERNEL_ARG_ADDRESS_LOCAL) => {
-                if !arg_value.is_null() {
-                    return Err(CL_INVALID_ARG_VALUE);
-                }
-                if arg_size == 0 {
-                    return Err(CL_INVALID_ARG_SIZE);
-                }
-                probe_arg(&k, arg_index, arg_size, arg_value)?;
-                ArgValue::Local(arg_size)
-            }
-            Some(_) => {
-                if arg_value.is_null() {
-                    return Err(CL_INVALID_ARG_VALUE);
-                }
-                probe_arg(&k, arg_index, arg_size, arg_value)?;
-                // SAFETY: `arg_size` readable bytes, accepted by the vendor.
-                ArgValue::Bytes(
-                    unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }
-                        .to_vec(),
-                )
-            }
-            None => {
-                // Without argument information: a registered cl_mem is a buffer, NULL a
-                // local size, anything else bytes the vendor accepts.
-                // SAFETY: read only when the size is that of a cl_mem.
-                let as_mem = (arg_size == std::mem::size_of::<cl_mem>() && !arg_value.is_null())
-                    .then(|| unsafe { *(arg_value as *const cl_mem) });
-                match as_mem {
-                    Some(m) if Buffer::from_handle(m).is_ok() => mem_arg(&k, arg_size, arg_value)?,
-                    _ if arg_value.is_null() => {
-                        probe_arg(&k, arg_index, arg_size, arg_value)?;
-                        ArgValue::Local(arg_size)
-                    }
-                    _ => {
-                        probe_arg(&k, arg_index, arg_size, arg_value)?;
-                        // SAFETY: as above.
-                        ArgValue::Bytes(
-                            unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }
-                                .to_vec(),
-                        )
-                    }
-                }
-            }
-        };
-        if mirrorcl_runtime::verify::enabled() {
-            let what: Vec<u8> = match &value {
-                ArgValue::Mem(Some(b)) => b.id.to_le_bytes().to_vec(),
-                ArgValue::Mem(None) => Vec::new(),
-                ArgValue::Local(n) => n.to_le_bytes().to_vec(),
-                ArgValue::Bytes(b) => b.clone(),
-            };
-            mirrorcl_runtime::verify::note(
-                "clSetKernelArg",
-                &[k.name.as_bytes(), &arg_index.to_le_bytes(), &what],
-            );
-        }
-        k.args.lock()[arg_index as usize] = Some(value);
-        Ok(())
+        set_kernel_arg(kernel, arg_index, arg_size, arg_value)
     }
+}
+
+fn set_kernel_arg(
+    kernel: cl_kernel,
+    arg_index: cl_uint,
+    arg_size: usize,
+    arg_value: *const c_void,
+) -> ClResult<()> {
+    let k = Kernel::from_handle(kernel)?;
+    if arg_index >= k.num_args {
+        return Err(CL_INVALID_ARG_INDEX);
+    }
+    let value = match k.arg_info.as_ref().map(|i| i[arg_index as usize].address) {
+        Some(CL_KERNEL_ARG_ADDRESS_GLOBAL) | Some(CL_KERNEL_ARG_ADDRESS_CONSTANT) => {
+            mem_arg(&k, arg_size, arg_value)?
+        }
+        Some(CL_KERNEL_ARG_ADDRESS_LOCAL) => {
+            if !arg_value.is_null() {
+                return Err(CL_INVALID_ARG_VALUE);
+            }
+            if arg_size == 0 {
+                return Err(CL_INVALID_ARG_SIZE);
+            }
+            probe_arg(&k, arg_index, arg_size, arg_value)?;
+            ArgValue::Local(arg_size)
+        }
+        Some(_) => {
+            if arg_value.is_null() {
+                return Err(CL_INVALID_ARG_VALUE);
+            }
+            probe_arg(&k, arg_index, arg_size, arg_value)?;
+            // SAFETY: `arg_size` readable bytes, accepted by the vendor.
+            ArgValue::Bytes(
+                unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }.to_vec(),
+            )
+        }
+        None => {
+            // Without argument information: a registered cl_mem is a buffer, NULL a
+            // local size, anything else bytes the vendor accepts.
+            // SAFETY: read only when the size is that of a cl_mem.
+            let as_mem = (arg_size == std::mem::size_of::<cl_mem>() && !arg_value.is_null())
+                .then(|| unsafe { *(arg_value as *const cl_mem) });
+            match as_mem {
+                Some(m) if Buffer::from_handle(m).is_ok() => mem_arg(&k, arg_size, arg_value)?,
+                _ if arg_value.is_null() => {
+                    probe_arg(&k, arg_index, arg_size, arg_value)?;
+                    ArgValue::Local(arg_size)
+                }
+                _ => {
+                    probe_arg(&k, arg_index, arg_size, arg_value)?;
+                    // SAFETY: as above.
+                    ArgValue::Bytes(
+                        unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }
+                            .to_vec(),
+                    )
+                }
+            }
+        }
+    };
+    if mirrorcl_runtime::verify::enabled() {
+        let what: Vec<u8> = match &value {
+            ArgValue::Mem(Some(b)) => b.id.to_le_bytes().to_vec(),
+            ArgValue::Mem(None) => Vec::new(),
+            ArgValue::Local(n) => n.to_le_bytes().to_vec(),
+            ArgValue::Bytes(b) => b.clone(),
+        };
+        mirrorcl_runtime::verify::note(
+            "clSetKernelArg",
+            &[k.name.as_bytes(), &arg_index.to_le_bytes(), &what],
+        );
+    }
+    k.args.lock()[arg_index as usize] = Some(value);
+    Ok(())
 }
 
 pub(crate) struct KernelInfo;
