@@ -648,7 +648,7 @@ mod tests {
             "the kernel facts message from rank 3 is a build results message: the ranks \
              are in different collectives"
         );
-        // Bytes of a collective that does not use the wire format (a raw seed).
+        // Bytes that are no wire message (a raw seed, as the seeds were once exchanged).
         let e = decode::<OwnerAnswer>(&42u64.to_ne_bytes(), 0).unwrap_err();
         assert!(matches!(e.problem, Problem::Magic(_)));
         let mut trailing = good;
