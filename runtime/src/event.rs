@@ -8,6 +8,7 @@ use crate::context::Context;
 use crate::object::{impl_handle, Header};
 use crate::queue::Queue;
 use crate::vendor::{ContextKey, VEvent};
+use crate::wire::EventStatuses;
 use crate::ClResult;
 use parking_lot::{Condvar, Mutex};
 use std::any::Any;
@@ -587,18 +588,15 @@ pub fn wait_all(events: &[Arc<Event>]) -> ClResult<()> {
     }
     let node = crate::node::node();
     if node.is_cluster() && events.iter().any(|e| e.owner().is_some()) {
-        let mut mine = Vec::new();
-        for (i, e) in events.iter().enumerate() {
-            if e.owner() == Some(node.rank) {
-                mine.extend_from_slice(&(i as u32).to_le_bytes());
-                mine.extend_from_slice(&e.status().to_le_bytes());
-            }
-        }
-        for blob in node.all_gather(&mine) {
-            for rec in blob.chunks_exact(8) {
-                let i = u32::from_le_bytes(rec[..4].try_into().expect("4 bytes")) as usize;
-                let status = i32::from_le_bytes(rec[4..].try_into().expect("4 bytes"));
-                if let Some(e) = events.get(i) {
+        let mine = EventStatuses(
+            (events.iter().enumerate())
+                .filter(|(_, e)| e.owner() == Some(node.rank))
+                .map(|(i, e)| (i as u32, e.status()))
+                .collect(),
+        );
+        for EventStatuses(theirs) in node.exchange(&mine) {
+            for (i, status) in theirs {
+                if let Some(e) = events.get(i as usize) {
                     e.adopt(status);
                 }
             }

@@ -136,13 +136,19 @@ impl Node {
     /// decode (another build, another collective, a damaged one) ends the job: every
     /// rank decodes the same gathered bytes, so every rank reports it.
     pub fn exchange<M: Message>(&self, mine: &M) -> Vec<M> {
-        match wire::decode_all(&self.all_gather(&wire::encode(mine))) {
+        match self.try_exchange(mine) {
             Ok(all) => all,
             Err(e) => {
                 crate::diag!("MirrorCL: rank {}: {e}; aborting the job.", self.rank);
                 self.abort()
             }
         }
+    }
+
+    /// [`Node::exchange`] that leaves a message that does not decode to the caller (where
+    /// ending the job is not an option, at exit).
+    pub fn try_exchange<M: Message>(&self, mine: &M) -> Result<Vec<M>, wire::WireError> {
+        wire::decode_all(&self.all_gather(&wire::encode(mine)))
     }
 
     /// Queues a point-to-point transfer.

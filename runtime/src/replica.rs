@@ -238,9 +238,8 @@ pub fn common_seed(seed: u64) -> u64 {
     if !node.can_communicate() {
         return seed;
     }
-    let all = node.all_gather(&seed.to_ne_bytes());
-    all.first()
-        .and_then(|b| b.get(..8))
-        .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
-        .unwrap_or(seed)
+    // Needs no platform: the node's communicator and the wire format only.
+    node.exchange(&crate::wire::Seed(seed))
+        .first()
+        .map_or(seed, |rank0| rank0.0)
 }

@@ -3,6 +3,7 @@
 //! summed over the cluster (rank 0 prints it); any other value is a path rank 0 writes the
 //! same figures to as JSON. These are the figures of Tables IV.6 and IV.7 of the thesis.
 
+use crate::wire::Statistics;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -30,7 +31,7 @@ macro_rules! counters {
         }
 
         impl Figures {
-            const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+            pub(crate) const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
 
             fn values(&self) -> Vec<u64> {
                 vec![$(self.$name),*]
@@ -97,21 +98,26 @@ fn table(report: &Report) -> String {
 
 /// At exit (before MPI is finalised): gathers every rank's figures and reports them as
 /// `MIRRORCL_STATS` asks. A collective: every rank exits through here.
+///
+/// Figures that do not decode (a rank still in another collective, another build) are
+/// reported in one line and the statistics left out, but the job is not ended: this runs
+/// in an `atexit` handler, where aborting would replace the program's exit status (and
+/// `MPI_Abort` exits from within `exit`). A rank still inside another collective ends
+/// the job itself, on the same gathered bytes.
 pub fn report_at_exit(target: &str) {
     let node = crate::node::node();
     let mine = COUNTERS.snapshot();
-    let bytes: Vec<u8> = mine.values().iter().flat_map(|v| v.to_ne_bytes()).collect();
     let ranks: Vec<Figures> = if node.can_communicate() {
-        node.all_gather(&bytes)
-            .iter()
-            .map(|b| {
-                let v: Vec<u64> = b
-                    .chunks_exact(8)
-                    .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
-                    .collect();
-                Figures::from_values(&v)
-            })
-            .collect()
+        match node.try_exchange(&Statistics(mine.values())) {
+            Ok(all) => all.iter().map(|s| Figures::from_values(&s.0)).collect(),
+            Err(e) => {
+                crate::diag!(
+                    "MirrorCL: rank {}: {e}; statistics not reported.",
+                    node.rank
+                );
+                return;
+            }
+        }
     } else {
         vec![mine]
     };

@@ -8,6 +8,7 @@
 //! reads and maps). On a mismatch every rank stops with the first call that differs and
 //! the ranks that disagree.
 
+use crate::wire::{RecordedCall, VerifyCalls, VerifyDigest};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -96,39 +97,51 @@ pub fn check(point: &'static str) {
         let st = STATE.lock();
         (st.calls, st.digest, st.recent.clone())
     };
-    let mut mine = calls.to_le_bytes().to_vec();
-    mine.extend_from_slice(&digest.to_le_bytes());
-    let all = node.all_gather(&mine);
-    if all.iter().all(|b| *b == all[0]) {
+    let all = node.exchange(&VerifyDigest { calls, digest });
+    if all.iter().all(|d| *d == all[0]) {
         STATE.lock().recent.clear();
         return;
     }
     // Find the first call that differs: every rank shares its calls since the last
     // agreed check.
-    let mut w = Vec::new();
-    for c in &recent {
-        w.extend_from_slice(&c.index.to_le_bytes());
-        w.extend_from_slice(&c.hash.to_le_bytes());
-        w.extend_from_slice(&(c.name.len() as u64).to_le_bytes());
-        w.extend_from_slice(c.name.as_bytes());
-    }
-    let lists: Vec<Vec<(u64, u64, String)>> =
-        node.all_gather(&w).iter().map(|b| decode(b)).collect();
-    let longest = lists.iter().map(Vec::len).max().unwrap_or(0);
-    let mut report = format!(
-        "MirrorCL: rank {}: the replicas diverged (MIRRORCL_VERIFY), found at {point}.",
-        node.rank
+    let mine = VerifyCalls(
+        (recent.iter())
+            .map(|c| RecordedCall {
+                index: c.index,
+                hash: c.hash,
+                name: c.name.to_string(),
+            })
+            .collect(),
     );
+    let lists: Vec<Vec<RecordedCall>> = node.exchange(&mine).into_iter().map(|l| l.0).collect();
+    let report = format!(
+        "MirrorCL: rank {}: the replicas diverged (MIRRORCL_VERIFY), found at {point}.{}",
+        node.rank,
+        first_difference(&lists)
+    );
+    crate::diag!("{report}\nMirrorCL: a replica fed the runtime other calls or data (rank-dependent input, unseeded randomness, host threads?); aborting the job.");
+    node.abort();
+}
+
+/// The first call of the ranks' lists that differs, with the ranks grouped by what they
+/// called there; empty if the lists agree.
+fn first_difference(lists: &[Vec<RecordedCall>]) -> String {
+    let longest = lists.iter().map(Vec::len).max().unwrap_or(0);
     for i in 0..longest {
-        let at: Vec<Option<&(u64, u64, String)>> = lists.iter().map(|l| l.get(i)).collect();
-        if at.iter().all(|c| c.map(|c| c.1) == at[0].map(|c| c.1)) {
+        let at: Vec<Option<&RecordedCall>> = lists.iter().map(|l| l.get(i)).collect();
+        if at
+            .iter()
+            .all(|c| c.map(|c| c.hash) == at[0].map(|c| c.hash))
+        {
             continue;
         }
         // Group the ranks by what they called there.
         let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
         for (r, c) in at.iter().enumerate() {
             let what = match c {
-                Some((index, hash, name)) => format!("call #{index} {name} (digest {hash:016x})"),
+                Some(RecordedCall { index, hash, name }) => {
+                    format!("call #{index} {name} (digest {hash:016x})")
+                }
                 None => "no further call".to_string(),
             };
             match groups.iter_mut().find(|(w, _)| *w == what) {
@@ -136,33 +149,13 @@ pub fn check(point: &'static str) {
                 None => groups.push((what, vec![r])),
             }
         }
-        report.push_str(" The first call that differs:");
+        let mut text = String::from(" The first call that differs:");
         for (what, ranks) in groups {
-            report.push_str(&format!("\n  ranks {ranks:?}: {what}"));
+            text.push_str(&format!("\n  ranks {ranks:?}: {what}"));
         }
-        break;
+        return text;
     }
-    crate::diag!("{report}\nMirrorCL: a replica fed the runtime other calls or data (rank-dependent input, unseeded randomness, host threads?); aborting the job.");
-    node.abort();
-}
-
-fn decode(b: &[u8]) -> Vec<(u64, u64, String)> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    let u = |at: &mut usize| -> Option<u64> {
-        let v = u64::from_le_bytes(b.get(*at..*at + 8)?.try_into().ok()?);
-        *at += 8;
-        Some(v)
-    };
-    while let (Some(index), Some(hash), Some(len)) = (u(&mut at), u(&mut at), u(&mut at)) {
-        let name = b
-            .get(at..at + len as usize)
-            .map(|n| String::from_utf8_lossy(n).into_owned())
-            .unwrap_or_default();
-        at += len as usize;
-        out.push((index, hash, name));
-    }
-    out
+    String::new()
 }
 
 #[cfg(test)]
@@ -179,16 +172,22 @@ mod tests {
     }
 
     #[test]
-    fn calls_round_trip() {
-        let mut w = Vec::new();
-        for (i, h, n) in [(1u64, 7u64, "clFinish"), (2, 9, "clEnqueueWriteBuffer")] {
-            w.extend_from_slice(&i.to_le_bytes());
-            w.extend_from_slice(&h.to_le_bytes());
-            w.extend_from_slice(&(n.len() as u64).to_le_bytes());
-            w.extend_from_slice(n.as_bytes());
-        }
-        let d = decode(&w);
-        assert_eq!(d.len(), 2);
-        assert_eq!(d[1], (2, 9, "clEnqueueWriteBuffer".to_string()));
+    fn the_first_difference_groups_the_ranks() {
+        let call = |index, hash, name: &str| RecordedCall {
+            index,
+            hash,
+            name: name.into(),
+        };
+        let same = vec![call(5, 1, "clFinish"), call(6, 2, "clSetKernelArg")];
+        let mut other = same.clone();
+        other[1] = call(6, 0xab, "clSetKernelArg");
+        let lists = vec![same.clone(), other, same[..1].to_vec(), same.clone()];
+        assert_eq!(
+            first_difference(&lists),
+            " The first call that differs:\n  ranks [0, 3]: call #6 clSetKernelArg (digest \
+             0000000000000002)\n  ranks [1]: call #6 clSetKernelArg (digest \
+             00000000000000ab)\n  ranks [2]: no further call"
+        );
+        assert_eq!(first_difference(&[same.clone(), same]), "");
     }
 }

@@ -1,6 +1,6 @@
 //! The messages ranks exchange at agreed points of the call sequence (device
-//! descriptions, owners' answers, build results, binaries, kernel facts), and their
-//! encoding.
+//! descriptions, owners' answers, build results, binaries, kernel facts, event statuses,
+//! verification digests and call lists, statistics, seeds), and their encoding.
 //!
 //! A message is a 7-byte header, then its body in postcard (a compact serde format:
 //! varint integers, length-prefixed sequences):
@@ -25,7 +25,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
 pub const MAGIC: [u8; 4] = *b"MCLw";
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 const HEADER: usize = 7;
 
 /// Which message a collective exchanges: each collective sends one kind only.
@@ -39,10 +39,15 @@ pub enum Kind {
     Binaries = 5,
     BuildResults = 6,
     KernelFacts = 7,
+    EventStatuses = 8,
+    VerifyDigest = 9,
+    VerifyCalls = 10,
+    Statistics = 11,
+    Seed = 12,
 }
 
 impl Kind {
-    const ALL: [Kind; 7] = [
+    const ALL: [Kind; 12] = [
         Kind::Devices,
         Kind::DeviceQuery,
         Kind::SubDevices,
@@ -50,6 +55,11 @@ impl Kind {
         Kind::Binaries,
         Kind::BuildResults,
         Kind::KernelFacts,
+        Kind::EventStatuses,
+        Kind::VerifyDigest,
+        Kind::VerifyCalls,
+        Kind::Statistics,
+        Kind::Seed,
     ];
 
     fn name(self) -> &'static str {
@@ -61,6 +71,11 @@ impl Kind {
             Kind::Binaries => "program binaries",
             Kind::BuildResults => "build results",
             Kind::KernelFacts => "kernel facts",
+            Kind::EventStatuses => "clWaitForEvents status",
+            Kind::VerifyDigest => "verification digest",
+            Kind::VerifyCalls => "verification call list",
+            Kind::Statistics => "statistics",
+            Kind::Seed => "seed",
         }
     }
 }
@@ -323,6 +338,60 @@ impl Message for KernelFactsShare {
     const KIND: Kind = Kind::KernelFacts;
 }
 
+/// After `clWaitForEvents`: the statuses of the waited-for commands this rank owns, as
+/// (index in the wait list, status).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventStatuses(pub Vec<(u32, i32)>);
+
+impl Message for EventStatuses {
+    const KIND: Kind = Kind::EventStatuses;
+}
+
+/// At a verification point: how many calls this rank recorded, and their digest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyDigest {
+    pub calls: u64,
+    pub digest: u64,
+}
+
+impl Message for VerifyDigest {
+    const KIND: Kind = Kind::VerifyDigest;
+}
+
+/// After digests that differ: the calls this rank recorded since the last agreed check.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyCalls(pub Vec<RecordedCall>);
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedCall {
+    /// The call's number in this rank's run, from 1.
+    pub index: u64,
+    pub hash: u64,
+    pub name: String,
+}
+
+impl Message for VerifyCalls {
+    const KIND: Kind = Kind::VerifyCalls;
+}
+
+/// At exit: this rank's statistics, in the order of `stats::Figures::NAMES` (a counter
+/// added, removed or moved there changes the format too: `format_fingerprint` hashes the
+/// names).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Statistics(pub Vec<u64>);
+
+impl Message for Statistics {
+    const KIND: Kind = Kind::Statistics;
+}
+
+/// A seed the program gave `srand`, `srandom` or `srand48` (every rank takes rank 0's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seed(pub u64);
+
+impl Message for Seed {
+    const KIND: Kind = Kind::Seed;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,7 +496,36 @@ mod tests {
             )]))),
             encode(&build_results()),
             encode(&kernel_facts()),
+            encode(&EventStatuses(vec![(0, 0), (3, -5)])),
+            encode(&VerifyDigest {
+                calls: 12,
+                digest: 0x9e37_79b9_7f4a_7c15,
+            }),
+            encode(&verify_calls()),
+            encode(&statistics()),
+            encode(&Seed(1_700_000_000)),
         ]
+    }
+
+    fn verify_calls() -> VerifyCalls {
+        VerifyCalls(vec![
+            RecordedCall {
+                index: 5,
+                hash: 7,
+                name: "clFinish".into(),
+            },
+            RecordedCall {
+                index: 6,
+                hash: u64::MAX,
+                name: "clEnqueueWriteBuffer (data)".into(),
+            },
+        ])
+    }
+
+    /// One value per counter, each different.
+    fn statistics() -> Statistics {
+        let n = crate::stats::Figures::NAMES.len() as u64;
+        Statistics((1..=n).map(|i| i << (4 * i)).collect())
     }
 
     fn round_trip<M: Message + PartialEq + fmt::Debug>(m: M) {
@@ -473,6 +571,22 @@ mod tests {
         round_trip(kernel_facts());
         round_trip(KernelFactsShare(None));
         round_trip(KernelFactsShare(Some(Err(-46))));
+        round_trip(EventStatuses(Vec::new()));
+        round_trip(EventStatuses(vec![(u32::MAX, i32::MIN), (1, 0), (2, -14)]));
+        round_trip(VerifyDigest {
+            calls: 0,
+            digest: 0,
+        });
+        round_trip(VerifyDigest {
+            calls: u64::MAX,
+            digest: 0x0123_4567_89ab_cdef,
+        });
+        round_trip(verify_calls());
+        round_trip(VerifyCalls(Vec::new()));
+        round_trip(statistics());
+        round_trip(Statistics(vec![u64::MAX; 3]));
+        round_trip(Seed(0));
+        round_trip(Seed(u64::MAX));
     }
 
     #[test]
@@ -495,7 +609,12 @@ mod tests {
                     4 => decode::<ProgramCreation>(&whole[..n], 2).map(|_| ()),
                     5 => decode::<Binaries>(&whole[..n], 2).map(|_| ()),
                     6 => decode::<BuildResults>(&whole[..n], 2).map(|_| ()),
-                    _ => decode::<KernelFactsShare>(&whole[..n], 2).map(|_| ()),
+                    7 => decode::<KernelFactsShare>(&whole[..n], 2).map(|_| ()),
+                    8 => decode::<EventStatuses>(&whole[..n], 2).map(|_| ()),
+                    9 => decode::<VerifyDigest>(&whole[..n], 2).map(|_| ()),
+                    10 => decode::<VerifyCalls>(&whole[..n], 2).map(|_| ()),
+                    11 => decode::<Statistics>(&whole[..n], 2).map(|_| ()),
+                    _ => decode::<Seed>(&whole[..n], 2).map(|_| ()),
                 }
                 .expect_err("a truncated message fails");
                 assert_eq!(problem.sender, 2);
@@ -529,7 +648,7 @@ mod tests {
             "the kernel facts message from rank 3 is a build results message: the ranks \
              are in different collectives"
         );
-        // Bytes of a collective that does not use the wire format (a raw seed).
+        // Bytes that are no wire message (a raw seed, as the seeds were once exchanged).
         let e = decode::<OwnerAnswer>(&42u64.to_ne_bytes(), 0).unwrap_err();
         assert!(matches!(e.problem, Problem::Magic(_)));
         let mut trailing = good;
@@ -587,18 +706,148 @@ mod tests {
         assert_eq!(decode_all::<OwnerAnswer>(&all[..2]).unwrap().len(), 2);
     }
 
-    /// Pins the encoding: a change to any message type changes it. Then bump `VERSION`
-    /// and put the new value here.
+    #[test]
+    fn every_kind_is_told_from_every_other() {
+        let all = samples();
+        assert_eq!(all.len(), Kind::ALL.len());
+        for (i, bytes) in all.iter().enumerate() {
+            assert_eq!(bytes[6], Kind::ALL[i] as u8);
+            let as_seed = decode::<Seed>(bytes, 0);
+            let as_statuses = decode::<EventStatuses>(bytes, 0);
+            for (got, kind) in [
+                (as_seed.map(|_| ()), Kind::Seed),
+                (as_statuses.map(|_| ()), Kind::EventStatuses),
+            ] {
+                match got {
+                    Ok(()) => assert_eq!(Kind::ALL[i], kind),
+                    Err(e) => assert_eq!(e.problem, Problem::OtherKind(Kind::ALL[i] as u8)),
+                }
+            }
+        }
+    }
+
+    /// Ranks that meet in different collectives (a replica that diverged, or two host
+    /// threads whose collectives crossed) are stopped, every one of them, instead of
+    /// reading one collective's bytes as the other's.
+    #[test]
+    fn mixed_collectives_end_the_job_on_every_rank() {
+        use crate::comm::local::tests::on_ranks;
+        use crate::node::Node;
+        let results = on_ranks(4, |c| {
+            let node = Node::over(Box::new(c));
+            match node.rank {
+                0 => drop(node.exchange(&VerifyDigest {
+                    calls: 3,
+                    digest: 4,
+                })),
+                1 => drop(node.exchange(&EventStatuses(vec![(0, -5)]))),
+                2 => drop(node.exchange(&Seed(42))),
+                _ => drop(node.exchange(&VerifyCalls(Vec::new()))),
+            }
+        });
+        for (rank, got) in results.into_iter().enumerate() {
+            let why = got.expect_err("the rank aborted");
+            let why = why.downcast_ref::<String>().expect("abort's message");
+            assert_eq!(why, &format!("rank {rank} aborted the in-process job"));
+        }
+        // What the ranks were told: the first rank whose message is of another kind.
+        let gathered = vec![
+            encode(&VerifyDigest {
+                calls: 3,
+                digest: 4,
+            }),
+            encode(&EventStatuses(vec![(0, -5)])),
+        ];
+        let e = decode_all::<VerifyDigest>(&gathered).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the verification digest message from rank 1 is a clWaitForEvents status \
+             message: the ranks are in different collectives"
+        );
+        let e = decode_all::<EventStatuses>(&gathered).unwrap_err();
+        assert_eq!(
+            (e.sender, e.problem),
+            (0, Problem::OtherKind(Kind::VerifyDigest as u8))
+        );
+        // The bytes the collectives exchanged before they had a header: a raw seed, a
+        // raw digest pair, raw status records.
+        let raw_statuses: Vec<u8> = [0u32.to_le_bytes(), (-5i32).to_le_bytes()].concat();
+        for raw in [
+            42u64.to_ne_bytes().to_vec(),
+            [3u64.to_le_bytes(), 4u64.to_le_bytes()].concat(),
+            raw_statuses,
+        ] {
+            let e = decode::<Seed>(&raw, 1).unwrap_err();
+            assert!(matches!(e.problem, Problem::Magic(_)), "{e}");
+        }
+    }
+
+    /// The statistics at exit leave a mixed collective to their caller (which reports it
+    /// and goes on exiting); the rank still in another collective ends the job.
+    #[test]
+    fn statistics_mixed_with_another_collective_are_an_error_not_an_abort() {
+        use crate::comm::local::tests::on_ranks;
+        use crate::node::Node;
+        let results = on_ranks(2, |c| {
+            let node = Node::over(Box::new(c));
+            if node.rank == 0 {
+                node.try_exchange(&Statistics(vec![1, 2])).map(drop)
+            } else {
+                node.exchange(&Seed(7));
+                Ok(())
+            }
+        });
+        let mut results = results.into_iter();
+        let at_exit = results.next().unwrap().expect("rank 0 did not abort");
+        let e = at_exit.unwrap_err();
+        assert_eq!((e.kind, e.sender), (Kind::Statistics, 1));
+        assert_eq!(e.problem, Problem::OtherKind(Kind::Seed as u8));
+        assert!(results.next().unwrap().is_err(), "rank 1 aborted");
+    }
+
+    #[test]
+    fn the_collectives_of_a_run_in_order() {
+        use crate::comm::local::tests::on_ranks;
+        use crate::node::Node;
+        let results = on_ranks(3, |c| {
+            let node = Node::over(Box::new(c));
+            let r = node.rank;
+            let seed = node.exchange(&Seed(1000 + r as u64))[0];
+            let statuses = node.exchange(&EventStatuses(vec![(r, -(r as i32))]));
+            let digests = node.exchange(&VerifyDigest {
+                calls: 10,
+                digest: 77,
+            });
+            let stats = node.try_exchange(&Statistics(vec![r as u64; 2]));
+            (seed, statuses, digests, stats)
+        });
+        for got in results {
+            let (seed, statuses, digests, stats) = got.expect("no rank aborted");
+            assert_eq!(seed, Seed(1000));
+            let want: Vec<_> = (0..3)
+                .map(|r| EventStatuses(vec![(r, -(r as i32))]))
+                .collect();
+            assert_eq!(statuses, want);
+            assert!(digests.iter().all(|d| *d == digests[0]));
+            let want: Vec<_> = (0..3).map(|r| Statistics(vec![r; 2])).collect();
+            assert_eq!(stats, Ok(want));
+        }
+    }
+
+    /// Pins the encoding: a change to any message type (or to the counters a
+    /// `Statistics` message carries) changes it. Then bump `VERSION` and put the new value
+    /// here.
     #[test]
     fn format_fingerprint() {
-        // FNV-1a over the samples and the version.
+        // FNV-1a over the samples (the version is in their headers) and the counters.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in samples().concat() {
+        let names = crate::stats::Figures::NAMES.join(",");
+        for b in samples().concat().into_iter().chain(names.bytes()) {
             h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
         }
         assert_eq!(
             (VERSION, h),
-            (1, 0xc1ab_41ca_3d27_3ce7),
+            (2, 0x18bc_b9d2_3765_3a56),
             "the wire format changed: bump wire::VERSION and update this fingerprint"
         );
     }
