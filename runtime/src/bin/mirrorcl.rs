@@ -259,6 +259,11 @@ fn device_table() -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `doctor` found: each check adds findings, then they are printed with a fix for
+/// every problem.
+#[derive(Default)]
+struct Findings(Vec<Finding>);
+
 /// One finding of `doctor`.
 struct Finding {
     ok: bool,
@@ -267,186 +272,215 @@ struct Finding {
 }
 
 fn doctor(o: DoctorArgs) -> Result<ExitCode, String> {
-    let mut found: Vec<Finding> = Vec::new();
-    let mut note = |ok: bool, what: String, fix: &str| {
-        found.push(Finding {
+    let mut found = Findings::default();
+    let config = found.configuration();
+    found.vendors(&config);
+    found.icd_loader();
+    found.preload_library(o.lib.as_deref());
+    found.mpi();
+    Ok(found.report())
+}
+
+impl Findings {
+    fn note(&mut self, ok: bool, what: String, fix: &str) {
+        self.0.push(Finding {
             ok,
             what,
             fix: fix.to_string(),
         })
-    };
-    let config = match Config::load() {
-        Ok(c) => {
-            note(true, "configuration: readable".into(), "");
-            c
-        }
-        Err(e) => {
-            note(
-                false,
-                format!("configuration: {e}"),
-                "fix the MIRRORCL_* variables or the MIRRORCL_CONFIG file",
-            );
-            Config::default()
-        }
-    };
-    // Vendor platforms: every .icd must name a loadable ICD with platforms and devices.
-    let icds = mirrorcl_runtime::vendor::icd_libraries(&config);
-    if icds.is_empty() {
-        note(
-            false,
-            format!("vendors: no .icd file in {}", config.devices.vendors),
-            "install a vendor OpenCL platform (Debian: apt-get install pocl-opencl-icd; NVIDIA: \
-             the driver's OpenCL package) or point MIRRORCL_VENDORS at its .icd files",
-        );
     }
-    let marker = mirrorcl_runtime::platform::OWN_MARKER;
-    let mut devices_total = 0;
-    for (icd, lib) in &icds {
-        match mirrorcl_runtime::vendor::load_library(lib, marker) {
-            Ok(None) => note(
+
+    fn configuration(&mut self) -> Config {
+        match Config::load() {
+            Ok(c) => {
+                self.note(true, "configuration: readable".into(), "");
+                c
+            }
+            Err(e) => {
+                self.note(
+                    false,
+                    format!("configuration: {e}"),
+                    "fix the MIRRORCL_* variables or the MIRRORCL_CONFIG file",
+                );
+                Config::default()
+            }
+        }
+    }
+
+    /// Every .icd must name a loadable ICD with platforms and devices.
+    fn vendors(&mut self, config: &Config) {
+        let icds = mirrorcl_runtime::vendor::icd_libraries(config);
+        if icds.is_empty() {
+            self.note(
+                false,
+                format!("vendors: no .icd file in {}", config.devices.vendors),
+                "install a vendor OpenCL platform (Debian: apt-get install pocl-opencl-icd; NVIDIA: \
+                 the driver's OpenCL package) or point MIRRORCL_VENDORS at its .icd files",
+            );
+        }
+        let marker = mirrorcl_runtime::platform::OWN_MARKER;
+        let mut devices_total = 0;
+        for (icd, lib) in &icds {
+            match mirrorcl_runtime::vendor::load_library(lib, marker) {
+                Ok(None) => self.note(
+                    true,
+                    format!(
+                        "vendor {}: MirrorCL itself (skipped when driving vendors)",
+                        icd.display()
+                    ),
+                    "",
+                ),
+                Ok(Some(platforms)) => {
+                    for pl in platforms {
+                        let name = pl.info_string(CL_PLATFORM_NAME).unwrap_or_default();
+                        let n = count_devices(pl);
+                        devices_total += n;
+                        self.note(
+                            n > 0,
+                            format!(
+                                "vendor {} ({lib}): platform \"{name}\", {n} device(s)",
+                                icd.display()
+                            ),
+                            "the platform loads but shows no device: check the driver (nvidia-smi) or \
+                             POCL_DEVICES",
+                        );
+                    }
+                }
+                Err(why) => self.note(
+                    false,
+                    format!(
+                        "vendor {} names {lib:?}, which does not load: {why}",
+                        icd.display()
+                    ),
+                    "install the library it names, correct the path in the .icd file, or remove the \
+                     stale .icd file",
+                ),
+            }
+        }
+        if !icds.is_empty() && devices_total == 0 {
+            self.note(
+                false,
+                "vendors: no device at all".into(),
+                "MirrorCL needs at least one vendor device",
+            );
+        }
+    }
+
+    /// The ICD loader, for programs linked against libOpenCL.
+    fn icd_loader(&mut self) {
+        // SAFETY: dlopen with a valid C string; closed again at once.
+        let loader = unsafe {
+            libc::dlopen(
+                c"libOpenCL.so.1".as_ptr(),
+                libc::RTLD_LAZY | libc::RTLD_LOCAL,
+            )
+        };
+        if loader.is_null() {
+            self.note(
+                false,
+                "ICD loader: libOpenCL.so.1 not found".into(),
+                "install an ICD loader (Debian: apt-get install ocl-icd-libopencl1)",
+            );
+        } else {
+            self.note(true, "ICD loader: libOpenCL.so.1 loads".into(), "");
+        }
+        if let Some(v) = std::env::var_os("OCL_ICD_VENDORS") {
+            self.note(
                 true,
                 format!(
-                    "vendor {}: MirrorCL itself (skipped when driving vendors)",
-                    icd.display()
+                    "ICD loader: OCL_ICD_VENDORS={} (the loader reads only that)",
+                    v.to_string_lossy()
                 ),
                 "",
-            ),
-            Ok(Some(platforms)) => {
-                for pl in platforms {
-                    let name = pl.info_string(CL_PLATFORM_NAME).unwrap_or_default();
-                    let n = count_devices(pl);
-                    devices_total += n;
-                    note(
-                        n > 0,
-                        format!(
-                            "vendor {} ({lib}): platform \"{name}\", {n} device(s)",
-                            icd.display()
-                        ),
-                        "the platform loads but shows no device: check the driver (nvidia-smi) or \
-                         POCL_DEVICES",
-                    );
-                }
-            }
-            Err(why) => note(
-                false,
-                format!(
-                    "vendor {} names {lib:?}, which does not load: {why}",
-                    icd.display()
-                ),
-                "install the library it names, correct the path in the .icd file, or remove the \
-                 stale .icd file",
-            ),
-        }
-    }
-    if !icds.is_empty() && devices_total == 0 {
-        note(
-            false,
-            "vendors: no device at all".into(),
-            "MirrorCL needs at least one vendor device",
-        );
-    }
-    // The ICD loader, for programs linked against libOpenCL.
-    // SAFETY: dlopen with a valid C string; closed again at once.
-    let loader = unsafe {
-        libc::dlopen(
-            c"libOpenCL.so.1".as_ptr(),
-            libc::RTLD_LAZY | libc::RTLD_LOCAL,
-        )
-    };
-    if loader.is_null() {
-        note(
-            false,
-            "ICD loader: libOpenCL.so.1 not found".into(),
-            "install an ICD loader (Debian: apt-get install ocl-icd-libopencl1)",
-        );
-    } else {
-        note(true, "ICD loader: libOpenCL.so.1 loads".into(), "");
-    }
-    if let Some(v) = std::env::var_os("OCL_ICD_VENDORS") {
-        note(
-            true,
-            format!(
-                "ICD loader: OCL_ICD_VENDORS={} (the loader reads only that)",
-                v.to_string_lossy()
-            ),
-            "",
-        );
-    }
-    // The library to preload.
-    match find_lib(o.lib.as_deref()) {
-        Ok(lib) => {
-            let c = std::ffi::CString::new(lib.as_os_str().to_string_lossy().as_bytes())
-                .unwrap_or_default();
-            // SAFETY: dlopen with a valid C string.
-            let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
-            // SAFETY: as above, on a live handle.
-            let marked = !h.is_null() && !unsafe { libc::dlsym(h, marker.as_ptr()) }.is_null();
-            note(
-                marked,
-                format!(
-                    "preload: {} {}",
-                    lib.display(),
-                    if marked {
-                        "loads"
-                    } else {
-                        "does not load as MirrorCL"
-                    }
-                ),
-                "rebuild it (cargo build --release -p mirrorcl) or pass --lib",
             );
         }
-        Err(e) => note(
-            false,
-            format!("preload: {e}"),
-            "build or install libmirrorcl.so",
-        ),
     }
-    // MPI: the launcher and the thread level MirrorCL needs.
-    match on_path("mpirun") {
-        Some(p) => {
-            let version = Command::new(&p)
-                .arg("--version")
-                .output()
-                .ok()
-                .and_then(|o| String::from_utf8(o.stdout).ok())
-                .and_then(|s| s.lines().next().map(str::to_string))
-                .unwrap_or_default();
-            note(true, format!("MPI: {} ({version})", p.display()), "");
-        }
-        None => note(
-            false,
-            "MPI: mpirun not found on PATH".into(),
-            "install OpenMPI (Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev)",
-        ),
-    }
-    if std::env::var_os("MIRRORCL_DOCTOR_SKIP_MPI").is_none() {
-        match mpi::initialize_with_threading(mpi::Threading::Multiple) {
-            Some((universe, level)) => {
-                note(
-                    level == mpi::Threading::Multiple,
-                    format!("MPI: thread level {level:?}"),
-                    "MirrorCL needs MPI_THREAD_MULTIPLE: use an MPI built with thread support \
-                     (OpenMPI 4 has it)",
+
+    /// The library to preload.
+    fn preload_library(&mut self, lib: Option<&Path>) {
+        let marker = mirrorcl_runtime::platform::OWN_MARKER;
+        match find_lib(lib) {
+            Ok(lib) => {
+                let c = std::ffi::CString::new(lib.as_os_str().to_string_lossy().as_bytes())
+                    .unwrap_or_default();
+                // SAFETY: dlopen with a valid C string.
+                let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+                // SAFETY: as above, on a live handle.
+                let marked = !h.is_null() && !unsafe { libc::dlsym(h, marker.as_ptr()) }.is_null();
+                self.note(
+                    marked,
+                    format!(
+                        "preload: {} {}",
+                        lib.display(),
+                        if marked {
+                            "loads"
+                        } else {
+                            "does not load as MirrorCL"
+                        }
+                    ),
+                    "rebuild it (cargo build --release -p mirrorcl) or pass --lib",
                 );
-                drop(universe);
             }
-            None => note(true, "MPI: already initialised".into(), ""),
+            Err(e) => self.note(
+                false,
+                format!("preload: {e}"),
+                "build or install libmirrorcl.so",
+            ),
         }
     }
-    let problems = found.iter().filter(|f| !f.ok).count();
-    for f in &found {
-        if f.ok {
-            println!("ok       {}", f.what);
+
+    /// The launcher and the thread level MirrorCL needs.
+    fn mpi(&mut self) {
+        match on_path("mpirun") {
+            Some(p) => {
+                let version = Command::new(&p)
+                    .arg("--version")
+                    .output()
+                    .ok()
+                    .and_then(|o| String::from_utf8(o.stdout).ok())
+                    .and_then(|s| s.lines().next().map(str::to_string))
+                    .unwrap_or_default();
+                self.note(true, format!("MPI: {} ({version})", p.display()), "");
+            }
+            None => self.note(
+                false,
+                "MPI: mpirun not found on PATH".into(),
+                "install OpenMPI (Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev)",
+            ),
+        }
+        if std::env::var_os("MIRRORCL_DOCTOR_SKIP_MPI").is_none() {
+            match mpi::initialize_with_threading(mpi::Threading::Multiple) {
+                Some((universe, level)) => {
+                    self.note(
+                        level == mpi::Threading::Multiple,
+                        format!("MPI: thread level {level:?}"),
+                        "MirrorCL needs MPI_THREAD_MULTIPLE: use an MPI built with thread support \
+                         (OpenMPI 4 has it)",
+                    );
+                    drop(universe);
+                }
+                None => self.note(true, "MPI: already initialised".into(), ""),
+            }
+        }
+    }
+
+    /// Prints the findings; fails when any is a problem.
+    fn report(&self) -> ExitCode {
+        let problems = self.0.iter().filter(|f| !f.ok).count();
+        for f in &self.0 {
+            if f.ok {
+                println!("ok       {}", f.what);
+            } else {
+                println!("PROBLEM  {}\n         fix: {}", f.what, f.fix);
+            }
+        }
+        if problems == 0 {
+            println!("mirrorcl doctor: this machine is ready");
+            ExitCode::SUCCESS
         } else {
-            println!("PROBLEM  {}\n         fix: {}", f.what, f.fix);
+            println!("mirrorcl doctor: {problems} problem(s)");
+            ExitCode::from(1)
         }
-    }
-    if problems == 0 {
-        println!("mirrorcl doctor: this machine is ready");
-        Ok(ExitCode::SUCCESS)
-    } else {
-        println!("mirrorcl doctor: {problems} problem(s)");
-        Ok(ExitCode::from(1))
     }
 }
 
