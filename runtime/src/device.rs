@@ -91,6 +91,81 @@ fn text(s: &str) -> Vec<u8> {
     v
 }
 
+/// What MirrorCL itself answers for a captured device, replacing the vendor's answers:
+/// no images, OpenCL 1.2, only the extensions that need nothing from the host API, no
+/// native or built-in kernels, and its own parent and partition.
+fn mirrorcl_answers(
+    info: &mut HashMap<cl_device_info, Vec<u8>>,
+    parent: Option<&Arc<Device>>,
+    partition: &[cl_device_partition_property],
+) {
+    let string = |info: &HashMap<cl_device_info, Vec<u8>>, p| {
+        info.get(&p)
+            .map(|b| crate::vendor::c_string(b))
+            .unwrap_or_default()
+    };
+    info.insert(
+        CL_DEVICE_PARENT_DEVICE,
+        as_bytes(
+            parent
+                .as_ref()
+                .map_or(std::ptr::null_mut(), |p| p.handle_ptr()),
+        ),
+    );
+    info.insert(CL_DEVICE_IMAGE_SUPPORT, as_bytes::<cl_bool>(CL_FALSE));
+    for p in [
+        CL_DEVICE_MAX_READ_IMAGE_ARGS,
+        CL_DEVICE_MAX_WRITE_IMAGE_ARGS,
+        CL_DEVICE_MAX_SAMPLERS,
+    ] {
+        info.insert(p, as_bytes::<cl_uint>(0));
+    }
+    for p in [
+        CL_DEVICE_IMAGE2D_MAX_WIDTH,
+        CL_DEVICE_IMAGE2D_MAX_HEIGHT,
+        CL_DEVICE_IMAGE3D_MAX_WIDTH,
+        CL_DEVICE_IMAGE3D_MAX_HEIGHT,
+        CL_DEVICE_IMAGE3D_MAX_DEPTH,
+        CL_DEVICE_IMAGE_MAX_BUFFER_SIZE,
+        CL_DEVICE_IMAGE_MAX_ARRAY_SIZE,
+    ] {
+        info.insert(p, as_bytes::<usize>(0));
+    }
+    let version = string(info, CL_DEVICE_VERSION);
+    let vendor_part = version
+        .strip_prefix("OpenCL ")
+        .and_then(|v| v.split_once(' '))
+        .map_or(version.as_str(), |(_, rest)| rest);
+    info.insert(
+        CL_DEVICE_VERSION,
+        text(&format!("OpenCL 1.2 {vendor_part}")),
+    );
+    let c_version = string(info, CL_DEVICE_OPENCL_C_VERSION);
+    if !c_version.starts_with("OpenCL C 1.") {
+        info.insert(CL_DEVICE_OPENCL_C_VERSION, text("OpenCL C 1.2 "));
+    }
+    let mut extensions: Vec<&str> = vec!["cl_khr_icd"];
+    let vendor_ext = string(info, CL_DEVICE_EXTENSIONS);
+    extensions.extend(
+        vendor_ext
+            .split_whitespace()
+            .filter(|e| PASS_THROUGH_EXTENSIONS.contains(e)),
+    );
+    info.insert(CL_DEVICE_EXTENSIONS, text(&extensions.join(" ")));
+    let caps: cl_device_exec_capabilities = from_bytes(info.get(&CL_DEVICE_EXECUTION_CAPABILITIES));
+    info.insert(
+        CL_DEVICE_EXECUTION_CAPABILITIES,
+        as_bytes(caps & !CL_EXEC_NATIVE_KERNEL),
+    );
+    info.insert(CL_DEVICE_BUILT_IN_KERNELS, text(""));
+    if !partition.is_empty() {
+        let mut p = partition.to_vec();
+        p.push(0);
+        let bytes: Vec<u8> = p.iter().flat_map(|x| x.to_ne_bytes()).collect();
+        info.insert(CL_DEVICE_PARTITION_TYPE, bytes);
+    }
+}
+
 impl Device {
     /// Captures an actual vendor device. Queries whose answers are MirrorCL handles or
     /// live counts (platform, reference count) are answered by the ICD layer.
@@ -112,73 +187,7 @@ impl Device {
                 info.insert(param, bytes);
             }
         }
-        let string = |info: &HashMap<cl_device_info, Vec<u8>>, p| {
-            info.get(&p)
-                .map(|b| crate::vendor::c_string(b))
-                .unwrap_or_default()
-        };
-        // What MirrorCL itself provides, replacing the vendor's answers.
-        info.insert(
-            CL_DEVICE_PARENT_DEVICE,
-            as_bytes(
-                parent
-                    .as_ref()
-                    .map_or(std::ptr::null_mut(), |p| p.handle_ptr()),
-            ),
-        );
-        info.insert(CL_DEVICE_IMAGE_SUPPORT, as_bytes::<cl_bool>(CL_FALSE));
-        for p in [
-            CL_DEVICE_MAX_READ_IMAGE_ARGS,
-            CL_DEVICE_MAX_WRITE_IMAGE_ARGS,
-            CL_DEVICE_MAX_SAMPLERS,
-        ] {
-            info.insert(p, as_bytes::<cl_uint>(0));
-        }
-        for p in [
-            CL_DEVICE_IMAGE2D_MAX_WIDTH,
-            CL_DEVICE_IMAGE2D_MAX_HEIGHT,
-            CL_DEVICE_IMAGE3D_MAX_WIDTH,
-            CL_DEVICE_IMAGE3D_MAX_HEIGHT,
-            CL_DEVICE_IMAGE3D_MAX_DEPTH,
-            CL_DEVICE_IMAGE_MAX_BUFFER_SIZE,
-            CL_DEVICE_IMAGE_MAX_ARRAY_SIZE,
-        ] {
-            info.insert(p, as_bytes::<usize>(0));
-        }
-        let version = string(&info, CL_DEVICE_VERSION);
-        let vendor_part = version
-            .strip_prefix("OpenCL ")
-            .and_then(|v| v.split_once(' '))
-            .map_or(version.as_str(), |(_, rest)| rest);
-        info.insert(
-            CL_DEVICE_VERSION,
-            text(&format!("OpenCL 1.2 {vendor_part}")),
-        );
-        let c_version = string(&info, CL_DEVICE_OPENCL_C_VERSION);
-        if !c_version.starts_with("OpenCL C 1.") {
-            info.insert(CL_DEVICE_OPENCL_C_VERSION, text("OpenCL C 1.2 "));
-        }
-        let mut extensions: Vec<&str> = vec!["cl_khr_icd"];
-        let vendor_ext = string(&info, CL_DEVICE_EXTENSIONS);
-        extensions.extend(
-            vendor_ext
-                .split_whitespace()
-                .filter(|e| PASS_THROUGH_EXTENSIONS.contains(e)),
-        );
-        info.insert(CL_DEVICE_EXTENSIONS, text(&extensions.join(" ")));
-        let caps: cl_device_exec_capabilities =
-            from_bytes(info.get(&CL_DEVICE_EXECUTION_CAPABILITIES));
-        info.insert(
-            CL_DEVICE_EXECUTION_CAPABILITIES,
-            as_bytes(caps & !CL_EXEC_NATIVE_KERNEL),
-        );
-        info.insert(CL_DEVICE_BUILT_IN_KERNELS, text(""));
-        if !partition.is_empty() {
-            let mut p = partition.clone();
-            p.push(0);
-            let bytes: Vec<u8> = p.iter().flat_map(|x| x.to_ne_bytes()).collect();
-            info.insert(CL_DEVICE_PARTITION_TYPE, bytes);
-        }
+        mirrorcl_answers(&mut info, parent.as_ref(), &partition);
         Ok(Device {
             header: Header::new(),
             index,
