@@ -12,7 +12,7 @@ use crate::wire;
 use crate::ClResult;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap as HashMap;
-use std::ffi::{c_void, CString};
+use std::ffi::{c_void, CStr, CString};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -58,8 +58,6 @@ struct DeviceKernel {
 /// The work-group facts every launch is checked against, asked once per device.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WorkGroupLimits {
-    /// `CL_KERNEL_WORK_GROUP_SIZE`.
-    pub max: usize,
     /// `CL_KERNEL_COMPILE_WORK_GROUP_SIZE` (`reqd_work_group_size`; zeros if none).
     pub required: [usize; 3],
 }
@@ -150,6 +148,22 @@ impl KernelFacts {
         }
     }
 
+    /// Where the vendor gave no argument qualifiers (it reports them only for builds
+    /// with `-cl-kernel-arg-info`, which the application's build may lack), takes them
+    /// from the source built again with that option, when that build succeeds.
+    fn complete_arg_info(&mut self, program: &Program, vendor: u32, name: &CStr) {
+        let complete = self.args.iter().all(|arg| arg.iter().all(Result::is_ok));
+        if complete {
+            return;
+        }
+        if let Some(k) = program.arg_info_kernel(vendor, name) {
+            let again = KernelFacts::describe(&k);
+            if again.num_args == self.num_args {
+                self.args = again.args;
+            }
+        }
+    }
+
     fn device_answers(vk: &VKernel, vdev: &VDevice) -> Vec<Answer> {
         WORK_GROUP_QUERIES
             .iter()
@@ -176,7 +190,6 @@ impl KernelFacts {
     fn limits(&self, device: u32) -> Option<WorkGroupLimits> {
         self.work_group.get(&device)?;
         Some(WorkGroupLimits {
-            max: value_of(self.work_group_answer(device, CL_KERNEL_WORK_GROUP_SIZE)),
             required: value_of(self.work_group_answer(device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE)),
         })
     }
@@ -263,6 +276,9 @@ impl Kernel {
                         .first()
                         .map(|(_, probe)| KernelFacts::describe(probe))
                         .unwrap_or_default();
+                    if let Some((vendor, _)) = probes.first() {
+                        facts.complete_arg_info(&program, *vendor, &cname);
+                    }
                     for d in &program.devices {
                         if let (Some(dk), Some(vdev)) = (devices.get(&d.index), &d.vdev) {
                             facts

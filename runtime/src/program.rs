@@ -5,17 +5,19 @@ use crate::cl::*;
 use crate::context::Context;
 use crate::device::Device;
 use crate::object::{impl_handle, Destructors, Header};
-use crate::vendor::{VDevice, VProgram};
+use crate::vendor::{VDevice, VKernel, VProgram};
 use crate::wire;
 use crate::ClResult;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-/// Added to every build so kernels can report argument qualifiers, which the scheduler
-/// uses to tell buffers a kernel only reads.
+/// Added to a second build of the source, made only when a kernel's vendor does not
+/// report argument qualifiers without it (the scheduler uses them to tell buffers a
+/// kernel only reads). The application's own build gets its options unchanged: NVIDIA
+/// fails some builds that carry this option.
 const ARG_INFO_OPTION: &str = " -cl-kernel-arg-info";
 
 /// What a device's owner reported of a build.
@@ -50,6 +52,9 @@ pub struct Program {
     shared_kernel_names: Mutex<Option<String>>,
     /// Kernel objects created from this program (building then is CL_INVALID_OPERATION).
     pub kernels: AtomicU32,
+    /// Per vendor-context group, the source built again with `ARG_INFO_OPTION` (none if
+    /// that build failed), made the first time a kernel needs it.
+    arg_info_builds: Mutex<HashMap<u32, Option<VProgram>>>,
     /// `clSetProgramReleaseCallback`.
     pub release_callbacks: Destructors,
 }
@@ -73,6 +78,7 @@ impl Program {
             remote: Mutex::new(HashMap::new()),
             shared_kernel_names: Mutex::new(None),
             kernels: AtomicU32::new(0),
+            arg_info_builds: Mutex::new(HashMap::new()),
             release_callbacks: Destructors::default(),
         })
     }
@@ -187,6 +193,37 @@ impl Program {
             .map(|(_, p)| p)
     }
 
+    /// Kernel `name` from this program's source built again with `ARG_INFO_OPTION` for
+    /// the devices of vendor-context group `vendor` it is built for: for the argument
+    /// qualifiers of a vendor that reports them only with that option. None for a
+    /// program without source or a build that fails.
+    pub fn arg_info_kernel(&self, vendor: u32, name: &CStr) -> Option<VKernel> {
+        let mut builds = self.arg_info_builds.lock();
+        let program = builds
+            .entry(vendor)
+            .or_insert_with(|| self.build_for_arg_info(vendor));
+        program.as_ref()?.create_kernel(name).ok()
+    }
+
+    fn build_for_arg_info(&self, vendor: u32) -> Option<VProgram> {
+        let source = CString::new(self.source.as_deref()?).ok()?;
+        let options = format!("{}{ARG_INFO_OPTION}", self.build.lock().options);
+        let options = CString::new(options).ok()?;
+        let vdevs: Vec<&VDevice> = self
+            .devices
+            .iter()
+            .filter(|d| d.group == vendor && self.is_built_for(d))
+            .filter_map(|d| d.vdev.as_ref())
+            .collect();
+        if vdevs.is_empty() {
+            return None;
+        }
+        let vctx = &self.context.vendor_context_of(vendor).ok()?.vctx;
+        let program = vctx.create_program_with_source(&source).ok()?;
+        program.build(&vdevs, &options).ok()?;
+        Some(program)
+    }
+
     /// The devices of `list` (or all of the program's) grouped per vendor program.
     fn per_vendor<'a>(
         &'a self,
@@ -219,8 +256,7 @@ impl Program {
 
     /// `clBuildProgram` for `devices` (empty = all of the program's).
     pub fn build(&self, devices: &[Arc<Device>], options: &str) -> ClResult<()> {
-        let opts = CString::new(format!("{options}{ARG_INFO_OPTION}"))
-            .map_err(|_| CL_INVALID_BUILD_OPTIONS)?;
+        let opts = CString::new(options).map_err(|_| CL_INVALID_BUILD_OPTIONS)?;
         self.note_attempt(options, devices);
         let mut result = Ok(());
         for (_, vp, vdevs) in self.per_vendor(devices) {
@@ -246,8 +282,7 @@ impl Program {
         options: &str,
         headers: &[(Arc<Program>, CString)],
     ) -> ClResult<()> {
-        let opts = CString::new(format!("{options}{ARG_INFO_OPTION}"))
-            .map_err(|_| CL_INVALID_COMPILER_OPTIONS)?;
+        let opts = CString::new(options).map_err(|_| CL_INVALID_COMPILER_OPTIONS)?;
         self.note_attempt(options, devices);
         let mut result = Ok(());
         for (vendor, vp, vdevs) in self.per_vendor(devices) {

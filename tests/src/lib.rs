@@ -926,6 +926,7 @@ pub const PROGRAMS: &[&str] = &[
     "events",
     "errors",
     "pingpong",
+    "vendor_fidelity",
 ];
 
 /// The programs written for cluster runs (`tests/tests/cluster.rs`): ordinary

@@ -89,6 +89,7 @@ c_program!(program_kernel);
 c_program!(events);
 c_program!(errors);
 c_program!(pingpong);
+c_program!(vendor_fidelity);
 
 /// The suite covers every program listed in the library.
 #[test]
@@ -102,6 +103,7 @@ fn all_programs_have_tests() {
         "events",
         "errors",
         "pingpong",
+        "vendor_fidelity",
     ];
     assert_eq!(mirrorcl_tests::PROGRAMS, covered);
 }

@@ -38,6 +38,7 @@ cluster_program!(program_kernel: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 cluster_program!(events: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 cluster_program!(errors: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 cluster_program!(pingpong: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
+cluster_program!(vendor_fidelity: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 
 /// Build results are the owners': every rank prints the same status, log length and
 /// log hash for every device, and the same kernel work-group answers.

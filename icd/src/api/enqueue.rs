@@ -606,6 +606,8 @@ fn local_size(
     limits: WorkGroupLimits,
     device: &Device,
 ) -> ClResult<Option<[usize; 3]>> {
+    // CL_INVALID_WORK_GROUP_SIZE if local_work_size is NULL and the kernel declares
+    // reqd_work_group_size (OpenCL 1.2; PoCL 3.1 says the same).
     let required = limits.required;
     if local_work_size.is_null() {
         if required != [0; 3] {
@@ -621,7 +623,11 @@ fn local_size(
     if required != [0; 3] && required[..dims] != l[..dims] {
         return Err(CL_INVALID_WORK_GROUP_SIZE);
     }
-    if l.iter().product::<usize>() > limits.max {
+    // OpenCL 1.2 names the device's limit here. The kernel's (CL_KERNEL_WORK_GROUP_SIZE)
+    // is the vendor's to enforce: NVIDIA launches above it; a vendor that refuses fails
+    // the command on its owner, and its event reports that on every rank.
+    let device_max: usize = device.info_value(CL_DEVICE_MAX_WORK_GROUP_SIZE);
+    if device_max > 0 && l.iter().product::<usize>() > device_max {
         return Err(CL_INVALID_WORK_GROUP_SIZE);
     }
     let max_items = device.info(CL_DEVICE_MAX_WORK_ITEM_SIZES).unwrap_or(&[]);
