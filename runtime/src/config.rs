@@ -22,7 +22,7 @@ pub struct DeviceSelection {
     /// Device types to use: "cpu", "gpu", "accelerator", "custom" or "all"
     /// (`MIRRORCL_DEVICE_TYPES`, comma-separated).
     pub types: Vec<String>,
-    /// Use at most this many devices per vendor platform; 0 = no limit
+    /// Each rank owns at most this many devices of each vendor platform; 0 = no limit
     /// (`MIRRORCL_MAX_DEVICES`).
     pub max_devices: usize,
     /// Whether ranks sharing a host each use all of its CPU devices ("per-rank", the

@@ -113,6 +113,10 @@ pub struct KernelFacts {
     pub attributes: Option<Vec<u8>>,
     /// Per argument, the answers to `ARG_QUERIES`.
     pub args: Vec<Vec<Answer>>,
+    /// Per argument, the one size the vendor accepts for a by-value value, where the
+    /// vendor checks it: every rank checks `clSetKernelArg` sizes against it, so a rank
+    /// without a device answers as the vendor does.
+    pub arg_sizes: Vec<Option<usize>>,
     /// Per device index, the answers to `WORK_GROUP_QUERIES` (before any argument).
     pub work_group: HashMap<u32, Vec<Answer>>,
 }
@@ -144,8 +148,42 @@ impl KernelFacts {
             num_args,
             attributes,
             args,
+            arg_sizes: Vec::new(),
             work_group: HashMap::default(),
         }
+    }
+
+    /// The size the vendor accepts for each by-value argument, tried on a probe kernel
+    /// (never enqueued, no application argument set yet) with the sizes of OpenCL's
+    /// scalar and vector types. Known when exactly one is accepted: a vendor that
+    /// accepts several does not check, and a larger type (a struct) is not tried.
+    fn probe_arg_sizes(&mut self, probe: &VKernel) {
+        const SIZES: [usize; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
+        let zeros = [0u8; 128];
+        self.arg_sizes = (0..self.num_args)
+            .map(|i| {
+                let address = match self.arg_answer(i, CL_KERNEL_ARG_ADDRESS_QUALIFIER) {
+                    Some(a @ Ok(_)) => value_of::<cl_kernel_arg_address_qualifier>(Some(a)),
+                    _ => return None,
+                };
+                if address != CL_KERNEL_ARG_ADDRESS_PRIVATE {
+                    return None;
+                }
+                let mut accepted = SIZES.iter().copied().filter(|&n| {
+                    // SAFETY: `n` readable bytes; the kernel is not shared yet.
+                    unsafe { probe.set_arg(i, n, zeros.as_ptr() as *const c_void) }.is_ok()
+                });
+                match (accepted.next(), accepted.next()) {
+                    (Some(n), None) => Some(n),
+                    _ => None,
+                }
+            })
+            .collect();
+    }
+
+    /// The one size a by-value argument may have, where the vendor checks it.
+    pub fn arg_size(&self, index: u32) -> Option<usize> {
+        self.arg_sizes.get(index as usize).copied().flatten()
     }
 
     /// Where the vendor gave no argument qualifiers (it reports them only for builds
@@ -219,6 +257,7 @@ impl KernelFacts {
             num_args: self.num_args,
             attributes: self.attributes,
             args: self.args,
+            arg_sizes: self.arg_sizes.iter().map(|s| s.map(|n| n as u64)).collect(),
             work_group,
         }
     }
@@ -276,8 +315,9 @@ impl Kernel {
                         .first()
                         .map(|(_, probe)| KernelFacts::describe(probe))
                         .unwrap_or_default();
-                    if let Some((vendor, _)) = probes.first() {
+                    if let Some((vendor, probe)) = probes.first() {
                         facts.complete_arg_info(&program, *vendor, &cname);
+                        facts.probe_arg_sizes(probe);
                     }
                     for d in &program.devices {
                         if let (Some(dk), Some(vdev)) = (devices.get(&d.index), &d.vdev) {
@@ -415,6 +455,11 @@ fn share_facts(mine: Option<Result<KernelFacts, cl_int>>) -> Result<KernelFacts,
             num_args: facts.num_args,
             attributes: facts.attributes,
             args: facts.args,
+            arg_sizes: facts
+                .arg_sizes
+                .iter()
+                .map(|s| s.map(|n| n as usize))
+                .collect(),
             work_group: HashMap::default(),
         }));
     }

@@ -154,18 +154,23 @@ impl Platform {
 
     /// The vendor devices this rank owns: ranks sharing a host split its GPUs and
     /// accelerators by node-local rank (each is owned by exactly one rank); CPU devices
-    /// are each rank's own unless the configuration splits them too.
+    /// are each rank's own unless the configuration splits them too. A rank may own
+    /// none (more ranks than devices on its host): it runs the program all the same.
     fn owned_vendor_devices(&self, node: &crate::node::Node) -> Vec<(u32, VDevice)> {
         let mask = self.config.device_type_mask().unwrap_or(CL_DEVICE_TYPE_ALL);
         let (mut cpus, mut others) = (0u32, 0u32);
         let mut owned = Vec::new();
         for vendor in &self.vendors {
-            let Ok(mut ids) = vendor.platform.devices(mask) else {
+            let Ok(ids) = vendor.platform.devices(mask) else {
                 continue;
             };
-            if self.config.devices.max_devices > 0 {
-                ids.truncate(self.config.devices.max_devices);
-            }
+            // MIRRORCL_MAX_DEVICES limits what this rank owns of each vendor platform,
+            // after the split: on a 4-GPU host, 2 ranks with a limit of 1 own a GPU each.
+            let limit = match self.config.devices.max_devices {
+                0 => usize::MAX,
+                n => n,
+            };
+            let mut mine = 0;
             for id in ids {
                 let device_type: cl_device_type = id.info_value(CL_DEVICE_TYPE).unwrap_or(0);
                 let is_cpu = device_type & CL_DEVICE_TYPE_CPU != 0;
@@ -173,8 +178,9 @@ impl Platform {
                 let j = *counter;
                 *counter += 1;
                 let shared = is_cpu && self.config.devices.cpu == CpuSharing::PerRank;
-                if shared || j % node.local_size == node.local_rank {
+                if (shared || j % node.local_size == node.local_rank) && mine < limit {
                     owned.push((vendor.index, id));
+                    mine += 1;
                 }
             }
         }

@@ -25,7 +25,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
 pub const MAGIC: [u8; 4] = *b"MCLw";
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 const HEADER: usize = 7;
 
 /// Which message a collective exchanges: each collective sends one kind only.
@@ -330,6 +330,8 @@ pub struct KernelDescription {
     pub attributes: Option<Vec<u8>>,
     /// Per argument, the answers to the argument queries.
     pub args: Vec<Vec<Answer>>,
+    /// Per argument, the one size the vendor accepts for a by-value value, if known.
+    pub arg_sizes: Vec<Option<u64>>,
     /// Per device index of this rank, the answers to the work-group queries.
     pub work_group: Vec<(u32, Vec<Answer>)>,
 }
@@ -469,6 +471,7 @@ mod tests {
             num_args: 2,
             attributes: Some(b"\0".to_vec()),
             args: vec![vec![Ok(vec![1, 2]), Err(-19)], vec![Ok(Vec::new())]],
+            arg_sizes: vec![None, Some(4)],
             work_group: vec![(0, vec![Ok(vec![0; 8]), Err(-30)])],
         })))
     }
@@ -847,7 +850,7 @@ mod tests {
         }
         assert_eq!(
             (VERSION, h),
-            (2, 0x18bc_b9d2_3765_3a56),
+            (3, 0x747f_4934_bf1a_aa63),
             "the wire format changed: bump wire::VERSION and update this fingerprint"
         );
     }

@@ -146,3 +146,39 @@ fn a_wait_that_cannot_complete_ends_with_a_diagnostic() {
         out.report()
     );
 }
+
+/// A rank that owns no device (more ranks than devices on its host) is a full member:
+/// it runs the program, gets every answer the owners' vendors give (argument checks,
+/// build results, bytes read) and checks its results like the others.
+#[test]
+fn a_rank_without_devices_runs_the_program() {
+    let split = [
+        ("MIRRORCL_CPU_DEVICES", "split"),
+        ("CTEST_EXPECT_DEVICES", "1"),
+    ];
+    for prog in [
+        "program_kernel",
+        "errors",
+        "cluster_build",
+        "cluster_vecadd",
+        "vendor_fidelity",
+    ] {
+        check_cluster(prog, 2, 1, &split);
+    }
+}
+
+/// `MIRRORCL_MAX_DEVICES` limits what each rank owns, after the ranks of a host split
+/// its devices: two ranks on a host of two devices with a limit of 1 own one each.
+#[test]
+fn max_devices_limits_each_rank() {
+    check_cluster(
+        "vecadd_multi",
+        2,
+        2,
+        &[
+            ("MIRRORCL_CPU_DEVICES", "split"),
+            ("MIRRORCL_MAX_DEVICES", "1"),
+            ("CTEST_EXPECT_DEVICES", "2"),
+        ],
+    );
+}

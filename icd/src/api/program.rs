@@ -536,6 +536,11 @@ fn set_kernel_arg(
             if arg_value.is_null() {
                 return Err(CL_INVALID_ARG_VALUE);
             }
+            // Checked from the shared facts first, so a rank without a device answers
+            // as the vendor does on the others.
+            if k.facts.arg_size(arg_index).is_some_and(|n| n != arg_size) {
+                return Err(CL_INVALID_ARG_SIZE);
+            }
             probe_arg(&k, arg_index, arg_size, arg_value)?;
             // SAFETY: `arg_size` readable bytes, accepted by the vendor.
             ArgValue::Bytes(

@@ -8,9 +8,9 @@
 //!
 //! Handles cross threads: OpenCL objects may be used from any thread (OpenCL 1.2 §A.2),
 //! except that `clSetKernelArg` must not race on one kernel; MirrorCL only sets a device
-//! kernel's arguments on that device's issuer thread, and a probe kernel's only from
-//! the application's `clSetKernelArg` on its kernel (which the application must not
-//! run on one kernel from two threads at once).
+//! kernel's arguments on that device's issuer thread, and a probe kernel's only while
+//! creating its kernel and from the application's `clSetKernelArg` on it (which the
+//! application must not run on one kernel from two threads at once).
 
 use super::query_bytes;
 use crate::cl::cl_icd::_cl_icd_dispatch;
