@@ -119,6 +119,7 @@ mod replica;
 
 use mirrorcl_runtime::cl::cl_icd::_cl_icd_dispatch;
 pub(crate) use mirrorcl_runtime::cl::{cl_int, CL_OUT_OF_HOST_MEMORY, CL_SUCCESS};
+use mirrorcl_runtime::replica::Inside;
 pub(crate) use mirrorcl_runtime::ClResult;
 use std::ffi::{c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -135,17 +136,21 @@ pub(crate) fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(on_panic)
 }
 
-/// The prologue of an OpenCL entry point: counted, and the platform initialised.
+/// The prologue of an OpenCL entry point: counted, inside MirrorCL until the returned
+/// guard drops (what vendors do meanwhile is not the application's), and the platform
+/// initialised.
 #[inline]
-pub(crate) fn opencl_call() {
-    count_call();
+pub(crate) fn opencl_call() -> Inside {
+    let inside = opencl_call_lazy();
     platform();
+    inside
 }
 
-/// The prologue of a `lazy` OpenCL entry point: counted only.
+/// The prologue of a `lazy` OpenCL entry point: counted and inside MirrorCL only.
 #[inline]
-pub(crate) fn opencl_call_lazy() {
+pub(crate) fn opencl_call_lazy() -> Inside {
     count_call();
+    Inside::enter()
 }
 
 /// The prologue of an interposed C-library or MPI function: nothing.
@@ -155,9 +160,12 @@ pub(crate) fn interposed_call() {}
 /// An entry point returning `cl_int`: the error, or `CL_SUCCESS`; a panic is
 /// `CL_OUT_OF_HOST_MEMORY`, the closest code the specification has for an internal failure.
 #[inline]
-pub(crate) fn run_status(prologue: impl FnOnce(), body: impl FnOnce() -> ClResult<()>) -> cl_int {
+pub(crate) fn run_status<G>(
+    prologue: impl FnOnce() -> G,
+    body: impl FnOnce() -> ClResult<()>,
+) -> cl_int {
     guard(CL_OUT_OF_HOST_MEMORY, || {
-        prologue();
+        let _prologue = prologue();
         match body() {
             Ok(()) => CL_SUCCESS,
             Err(e) => e,
@@ -168,8 +176,8 @@ pub(crate) fn run_status(prologue: impl FnOnce(), body: impl FnOnce() -> ClResul
 /// An entry point creating an object: the object and `CL_SUCCESS` through `errcode_ret`,
 /// or NULL and the error.
 #[inline]
-pub(crate) fn run_object<T>(
-    prologue: impl FnOnce(),
+pub(crate) fn run_object<T, G>(
+    prologue: impl FnOnce() -> G,
     errcode_ret: *mut cl_int,
     body: impl FnOnce() -> ClResult<*mut T>,
 ) -> *mut T {
@@ -178,13 +186,13 @@ pub(crate) fn run_object<T>(
 
 /// [`run_object`] for an object returned with a code of its own.
 #[inline]
-pub(crate) fn run_object_with_code<T>(
-    prologue: impl FnOnce(),
+pub(crate) fn run_object_with_code<T, G>(
+    prologue: impl FnOnce() -> G,
     errcode_ret: *mut cl_int,
     body: impl FnOnce() -> ClResult<(*mut T, cl_int)>,
 ) -> *mut T {
     let (object, code) = guard((std::ptr::null_mut(), CL_OUT_OF_HOST_MEMORY), || {
-        prologue();
+        let _prologue = prologue();
         body().unwrap_or_else(|e| (std::ptr::null_mut(), e))
     });
     if !errcode_ret.is_null() {
@@ -196,9 +204,13 @@ pub(crate) fn run_object_with_code<T>(
 
 /// An entry point returning a pointer or nothing: `on_panic` if the body panics.
 #[inline]
-pub(crate) fn run_value<R>(prologue: impl FnOnce(), on_panic: R, body: impl FnOnce() -> R) -> R {
+pub(crate) fn run_value<R, G>(
+    prologue: impl FnOnce() -> G,
+    on_panic: R,
+    body: impl FnOnce() -> R,
+) -> R {
     guard(on_panic, || {
-        prologue();
+        let _prologue = prologue();
         body()
     })
 }

@@ -1,6 +1,8 @@
 //! The C-library and MPI functions MirrorCL stands in for, so that N replicas of a host
 //! program behave as one (`mirrorcl_runtime::replica` has the rules): `fopen` (files
-//! written by rank 0 only), `srand`/`srandom`/`srand48` (rank 0's seed everywhere), and
+//! written by rank 0 only), `srand`/`srandom`/`srand48` (rank 0's seed everywhere) and
+//! `rand`/`random`/`lrand48`/`mrand48`/`drand48` (vendors' calls kept off the
+//! application's streams), and
 //! `MPI_Init`/`MPI_Init_thread`/`MPI_Finalize` for a hybrid program seeded before it
 //! initialised MPI itself (MirrorCL then owns MPI; the program's calls leave it alone).
 //! Each finds the real function with `dlsym(RTLD_NEXT)`.
@@ -98,35 +100,91 @@ entry! {
     }
 }
 
-entry! {
-    interpose fn srand(seed: c_uint) {
-        let seed = replica::common_seed(seed as u64) as c_uint;
-        if let Some(f) = real!(c"srand", unsafe extern "C" fn(c_uint)) {
-            // SAFETY: the C library's srand.
-            unsafe { f(seed) };
-        }
-    }
+/// The random stream of vendor calls (see `replica::inside_mirrorcl`): seeded and drawn
+/// by what vendors call while inside MirrorCL, so the application's streams are the
+/// same on every rank whatever the vendors do (NVIDIA seeds during builds).
+static VENDOR_STREAM: parking_lot::Mutex<u64> = parking_lot::Mutex::new(0x853c_49e6_748f_ea9b);
+
+fn vendor_seed(seed: u64) {
+    *VENDOR_STREAM.lock() = seed ^ 0x853c_49e6_748f_ea9b;
 }
 
-entry! {
-    interpose fn srandom(seed: c_uint) {
-        let seed = replica::common_seed(seed as u64) as c_uint;
-        if let Some(f) = real!(c"srandom", unsafe extern "C" fn(c_uint)) {
-            // SAFETY: the C library's srandom.
-            unsafe { f(seed) };
-        }
-    }
+/// The next 64 random bits of the vendors' stream (splitmix64).
+fn vendor_draw() -> u64 {
+    let mut state = VENDOR_STREAM.lock();
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
-entry! {
-    interpose fn srand48(seed: c_long) {
-        let seed = replica::common_seed(seed as u64) as c_long;
-        if let Some(f) = real!(c"srand48", unsafe extern "C" fn(c_long)) {
-            // SAFETY: the C library's srand48.
-            unsafe { f(seed) };
+/// A seeding function: the application's seed is rank 0's on every rank; a vendor's
+/// seeds the vendors' stream only.
+macro_rules! seeding {
+    ($name:ident, $seed_ty:ty) => {
+        entry! {
+            interpose fn $name(seed: $seed_ty) {
+                if replica::inside_mirrorcl() {
+                    vendor_seed(seed as u64);
+                    return;
+                }
+                let seed = replica::common_seed(seed as u64) as $seed_ty;
+                let name = concat!(stringify!($name), "\0").as_bytes();
+                // SAFETY: a NUL-terminated literal.
+                let name = unsafe { CStr::from_bytes_with_nul_unchecked(name) };
+                static CACHE: AtomicUsize = AtomicUsize::new(0);
+                let f = next(&CACHE, name);
+                if f != 0 {
+                    // SAFETY: the C library's function of this name and signature.
+                    let f = unsafe { std::mem::transmute::<usize, unsafe extern "C" fn($seed_ty)>(f) };
+                    // SAFETY: as above.
+                    unsafe { f(seed) };
+                }
+            }
         }
-    }
+    };
 }
+
+seeding!(srand, c_uint);
+seeding!(srandom, c_uint);
+seeding!(srand48, c_long);
+
+/// A drawing function: the application's draws come from the C library, a vendor's
+/// from the vendors' stream (`$vendor` turns 64 random bits into the function's range).
+macro_rules! drawing {
+    ($name:ident -> $ret:ty = $fallback:expr, $vendor:expr) => {
+        entry! {
+            interpose fn $name() -> $ret = $fallback; {
+                if replica::inside_mirrorcl() {
+                    let bits: u64 = vendor_draw();
+                    return $vendor(bits);
+                }
+                let name = concat!(stringify!($name), "\0").as_bytes();
+                // SAFETY: a NUL-terminated literal.
+                let name = unsafe { CStr::from_bytes_with_nul_unchecked(name) };
+                static CACHE: AtomicUsize = AtomicUsize::new(0);
+                match next(&CACHE, name) {
+                    0 => $fallback,
+                    f => {
+                        // SAFETY: the C library's function of this name and signature.
+                        let f = unsafe { std::mem::transmute::<usize, unsafe extern "C" fn() -> $ret>(f) };
+                        // SAFETY: as above.
+                        unsafe { f() }
+                    }
+                }
+            }
+        }
+    };
+}
+
+// glibc's ranges: rand and random [0, 2^31), lrand48 [0, 2^31), mrand48 [-2^31, 2^31),
+// drand48 [0, 1).
+drawing!(rand -> c_int = 0, |b: u64| (b >> 33) as c_int);
+drawing!(random -> c_long = 0, |b: u64| (b >> 33) as c_long);
+drawing!(lrand48 -> c_long = 0, |b: u64| (b >> 33) as c_long);
+drawing!(mrand48 -> c_long = 0, |b: u64| (b >> 32) as u32 as i32 as c_long);
+drawing!(drand48 -> f64 = 0.0, |b: u64| (b >> 11) as f64 / (1u64 << 53) as f64);
 
 type MpiInitThread = unsafe extern "C" fn(*mut c_int, *mut c_void, c_int, *mut c_int) -> c_int;
 

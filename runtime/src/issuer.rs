@@ -143,7 +143,10 @@ impl Issuer {
         let spin = crate::platform::platform().config.spin();
         std::thread::Builder::new()
             .name(name)
-            .spawn(move || run(rx, spin))
+            .spawn(move || {
+                crate::replica::mark_runtime_thread();
+                run(rx, spin)
+            })
             .expect("spawning an issuer thread");
         Issuer { tx }
     }

@@ -146,6 +146,7 @@ fn prefix_lines(fd: RawFd, rank: u32) -> Option<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("mirrorcl-output".into())
         .spawn(move || {
+            mark_runtime_thread();
             use std::io::BufRead;
             use std::os::fd::FromRawFd;
             // SAFETY: this thread owns the pipe's read end and a duplicate of the output.
@@ -242,4 +243,40 @@ pub fn common_seed(seed: u64) -> u64 {
     node.exchange(&crate::wire::Seed(seed))
         .first()
         .map_or(seed, |rank0| rank0.0)
+}
+
+thread_local! {
+    /// How deep this thread is inside MirrorCL: in an OpenCL call (whose vendor calls
+    /// may seed or draw from the C library's random streams), or a thread of MirrorCL's
+    /// own (issuers, progress, output).
+    static INSIDE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// While it lives, this thread is inside MirrorCL (see [`inside_mirrorcl`]).
+pub struct Inside(());
+
+impl Inside {
+    pub fn enter() -> Inside {
+        INSIDE.with(|d| d.set(d.get() + 1));
+        Inside(())
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        INSIDE.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+/// Marks the calling thread, one of MirrorCL's own, as inside MirrorCL for its life.
+pub fn mark_runtime_thread() {
+    std::mem::forget(Inside::enter());
+}
+
+/// Whether the C library's random functions called now are called by a vendor (from
+/// within an OpenCL call or on one of MirrorCL's threads), not by the application: such
+/// calls must neither reseed nor draw from the application's streams, which would then
+/// differ between ranks with devices and ranks without (NVIDIA seeds during builds).
+pub fn inside_mirrorcl() -> bool {
+    INSIDE.try_with(|d| d.get() > 0).unwrap_or(true)
 }

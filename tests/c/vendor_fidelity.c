@@ -12,8 +12,15 @@
  *    tests/gpu/run-fidelity-on-gpu.sh compares between the native platform
  *    and MirrorCL; a launch that is accepted must compute the right result.
  *
+ * 4. The application's random streams (rand, random, drand48) continue where the
+ *    application left them whatever the vendor draws or seeds meanwhile (NVIDIA
+ *    seeds during builds), on every rank: natively NVIDIA moves them, which
+ *    is printed, not checked.
+ *
  * Every result is checked bit-exactly against a CPU reference, per device.
  */
+/* srandom, random, srand48, drand48 */
+#define _XOPEN_SOURCE 700
 #include "check.h"
 
 #define N 1024u
@@ -29,6 +36,18 @@ static const char *kSrc =
 int main(void)
 {
     ct_init("vendor_fidelity");
+    /* What the application's streams give after these seeds, before any OpenCL call. */
+    srand(12345u);
+    srandom(777u);
+    srand48(4242L);
+    int rand_first = rand(), rand_second = rand();
+    long random_first = random();
+    double drand_first = drand48();
+    srand(12345u);
+    srandom(777u);
+    srand48(4242L);
+    if (rand() != rand_first)
+        ct_die("srand(12345) does not restart rand()");
     cl_platform_id platform = ct_platform();
     cl_device_id devs[CT_MAX_DEVICES];
     cl_uint ndev = ct_devices(platform, devs);
@@ -113,6 +132,24 @@ int main(void)
                d, local, kwg, cl_err_name(rc), status == CL_COMPLETE ? "CL_COMPLETE" : cl_err_name(status), result);
         MUST(clReleaseMemObject(b));
         MUST(clReleaseCommandQueue(q));
+    }
+
+    printf("-- the application's random streams after building programs\n");
+    {
+        /* Builds (and a failing one) between the application's draws. */
+        cl_program p;
+        const char *src = "__kernel void k2(__global int *a) { a[get_global_id(0)] += 2; }\n";
+        CREATE(p = clCreateProgramWithSource(ctx, 1, &src, NULL, &E));
+        MUST(clBuildProgram(p, 0, NULL, "-cl-mad-enable", NULL, NULL));
+        MUST(clReleaseProgram(p));
+        int r2 = rand();
+        long rl = random();
+        double rd = drand48();
+        int same = r2 == rand_second && rl == random_first && rd == drand_first;
+        printf("  rand %s, random %s, drand48 %s\n", r2 == rand_second ? "continues" : "moved",
+               rl == random_first ? "continues" : "moved", rd == drand_first ? "continues" : "moved");
+        if (ct_mirrorcl())
+            CHECK_TRUE(same, "the vendor moved the application's random streams");
     }
 
     free(got);

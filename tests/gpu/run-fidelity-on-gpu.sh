@@ -29,5 +29,22 @@ for run in native mirrorcl ranks2; do
   [ "$run" = native ] || cmp -s "$out/fidelity.native.outcome" "$f.outcome" || {
     echo "   differs from the native outcome"; failed=1; }
 done
+# A rank without a device (3 ranks, 2 GPUs), and MIRRORCL_MAX_DEVICES per rank (2 ranks
+# with a limit of 1 own one GPU each).
+for case in "3 none" "2 max1"; do
+  set -- $case
+  env_max=""; expect=2
+  [ "$2" = max1 ] && env_max="-x MIRRORCL_MAX_DEVICES=1"
+  for p in cluster_build program_kernel cluster_vecadd vendor_fidelity; do
+    timeout 180 mpirun -np "$1" --bind-to none -x LD_PRELOAD="$lib" -x MIRRORCL_PLATFORMS=NVIDIA \
+      -x MIRRORCL_EXPECT=1 -x CTEST_EXPECT_DEVICES=$expect -x MIRRORCL_OUTPUT=all \
+      -x MIRRORCL_WAIT_TIMEOUT=60 $env_max "$gpu/bin/$p" > "$out/$p.$2" 2>&1
+    rc=$?
+    passes=$(grep -c "PASS $p" "$out/$p.$2")
+    echo "== $p, $1 ranks ($2): rc=$rc, $passes of $1 ranks passed"
+    grep -m4 "CHECK FAILED\|MirrorCL:" "$out/$p.$2"
+    [ "$rc" = 0 ] && [ "$passes" = "$1" ] || failed=1
+  done
+done
 [ "$failed" = 0 ] && echo "PASS fidelity on NVIDIA" || echo "FAIL fidelity on NVIDIA"
 exit "$failed"

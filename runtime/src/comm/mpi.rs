@@ -123,7 +123,10 @@ impl Mpi {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("mirrorcl-progress".into())
-                .spawn(move || progress_loop(rank, data_raw, rx, pending, stop, wait_timeout))
+                .spawn(move || {
+                    crate::replica::mark_runtime_thread();
+                    progress_loop(rank, data_raw, rx, pending, stop, wait_timeout)
+                })
                 .expect("spawn the MPI progress thread")
         };
         Some(Mpi {
