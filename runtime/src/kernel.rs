@@ -14,14 +14,44 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap as HashMap;
 use std::ffi::{c_void, CStr, CString};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-/// An argument as the application set it.
+/// An argument as the application set it, as a launch takes it.
 #[derive(Clone)]
 pub enum ArgValue {
     Mem(Option<Arc<Buffer>>),
     Local(usize),
     Bytes(Vec<u8>),
+}
+
+/// An argument as a kernel keeps it: a buffer argument does not keep its buffer alive
+/// (OpenCL does not retain it: releasing the buffer deletes it and runs its destructor
+/// callbacks); a launch holds it from then on.
+#[derive(Clone)]
+enum KeptArg {
+    Mem(Option<Weak<Buffer>>),
+    Local(usize),
+    Bytes(Vec<u8>),
+}
+
+impl KeptArg {
+    fn keep(value: ArgValue) -> KeptArg {
+        match value {
+            ArgValue::Mem(b) => KeptArg::Mem(b.as_ref().map(Arc::downgrade)),
+            ArgValue::Local(n) => KeptArg::Local(n),
+            ArgValue::Bytes(b) => KeptArg::Bytes(b),
+        }
+    }
+
+    /// The value for a launch; `CL_INVALID_MEM_OBJECT` for a buffer deleted since.
+    fn value(&self) -> ClResult<ArgValue> {
+        Ok(match self {
+            KeptArg::Mem(None) => ArgValue::Mem(None),
+            KeptArg::Mem(Some(b)) => ArgValue::Mem(Some(b.upgrade().ok_or(CL_INVALID_MEM_OBJECT)?)),
+            KeptArg::Local(n) => ArgValue::Local(*n),
+            KeptArg::Bytes(b) => ArgValue::Bytes(b.clone()),
+        })
+    }
 }
 
 /// An argument as a device's vendor kernel is to have it.
@@ -75,7 +105,7 @@ pub struct Kernel {
     /// A vendor kernel per vendor, used only by application threads (argument
     /// validation and queries), never enqueued.
     probes: Vec<(u32, VKernel)>,
-    pub args: Mutex<Vec<Option<ArgValue>>>,
+    args: Mutex<Vec<Option<KeptArg>>>,
     /// What the vendors said of the kernel, the same on every rank.
     pub facts: KernelFacts,
 }
@@ -370,11 +400,28 @@ impl Kernel {
             .lock()
             .iter()
             .map(|a| match a {
-                Some(ArgValue::Local(n)) => *n,
+                Some(KeptArg::Local(n)) => *n,
                 _ => 0,
             })
             .sum();
         Some(base + args as cl_ulong)
+    }
+
+    /// `clSetKernelArg`, once the value is validated.
+    pub fn set_arg(&self, index: u32, value: ArgValue) {
+        if let Some(slot) = self.args.lock().get_mut(index as usize) {
+            *slot = Some(KeptArg::keep(value));
+        }
+    }
+
+    /// Every argument, for a launch: `CL_INVALID_KERNEL_ARGS` if one is not set,
+    /// `CL_INVALID_MEM_OBJECT` if a buffer argument was deleted since it was set.
+    pub fn launch_args(&self) -> ClResult<Vec<ArgValue>> {
+        self.args
+            .lock()
+            .iter()
+            .map(|a| a.as_ref().ok_or(CL_INVALID_KERNEL_ARGS)?.value())
+            .collect()
     }
 
     /// One vendor kernel per vendor, for argument checks and queries.

@@ -1,14 +1,20 @@
 //! Handles: every OpenCL object starts with a [`Header`] whose first word is the ICD
-//! dispatch pointer (the loader dispatches through it), and every live handle is
-//! registered, so that NULL, foreign and released handles are recognised without ever
-//! dereferencing them.
+//! dispatch pointer (the loader dispatches through it), and every handle given out is
+//! registered until its object is deleted, so that NULL, foreign and deleted handles are
+//! recognised without ever dereferencing them.
+//!
+//! An object lives while the application holds a reference (`clRetain*`/`clRelease*`,
+//! the registry's strong reference) or anything else uses it (a queue its context, a
+//! kernel its program, a sub-buffer its parent, a command its buffers): OpenCL 1.2
+//! §5.x keeps it until both are gone, and a handle read back from a live object
+//! (`CL_QUEUE_CONTEXT` after `clReleaseContext`) stays valid, as C++ bindings expect.
 
 use crate::cl::cl_int;
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap as HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 
 static DISPATCH: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -25,6 +31,8 @@ pub struct Header {
     dispatch: *const c_void,
     /// The number of references the application holds (clRetain*/clRelease*).
     pub ref_count: AtomicU32,
+    /// Whether the object was given a handle (its registry entry goes with it).
+    registered: AtomicBool,
 }
 
 // SAFETY: the dispatch pointer refers to an immutable static table.
@@ -37,6 +45,7 @@ impl Header {
         Header {
             dispatch: DISPATCH.load(Ordering::Acquire),
             ref_count: AtomicU32::new(1),
+            registered: AtomicBool::new(false),
         }
     }
 
@@ -51,6 +60,17 @@ impl Header {
 
     pub fn count(&self) -> u32 {
         self.ref_count.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Header {
+    fn drop(&mut self) {
+        // The header is the object's first field: its address is the handle. Removed
+        // before the memory is freed, so a new object at this address is not mistaken
+        // for this one.
+        if self.registered.load(Ordering::Acquire) {
+            registry().write().remove(&(self as *const Header as usize));
+        }
     }
 }
 
@@ -85,7 +105,7 @@ impl Destructors {
     }
 }
 
-/// A live object of any kind, as held by the registry.
+/// A live object of any kind: the application's reference, held by the registry.
 #[derive(Clone)]
 pub enum Object {
     Device(Arc<crate::device::Device>),
@@ -97,8 +117,25 @@ pub enum Object {
     Event(Arc<crate::event::Event>),
 }
 
-fn registry() -> &'static RwLock<HashMap<usize, Object>> {
-    static REGISTRY: OnceLock<RwLock<HashMap<usize, Object>>> = OnceLock::new();
+/// An object of any kind, not kept alive.
+pub enum WeakObject {
+    Device(Weak<crate::device::Device>),
+    Context(Weak<crate::context::Context>),
+    Queue(Weak<crate::queue::Queue>),
+    Mem(Weak<crate::memory::Buffer>),
+    Program(Weak<crate::program::Program>),
+    Kernel(Weak<crate::kernel::Kernel>),
+    Event(Weak<crate::event::Event>),
+}
+
+/// A handle's entry: the object, and the application's reference while it holds one.
+struct Entry {
+    object: WeakObject,
+    application: Option<Object>,
+}
+
+fn registry() -> &'static RwLock<HashMap<usize, Entry>> {
+    static REGISTRY: OnceLock<RwLock<HashMap<usize, Entry>>> = OnceLock::new();
     REGISTRY.get_or_init(|| RwLock::new(HashMap::default()))
 }
 
@@ -108,12 +145,19 @@ pub trait Handle: Sized {
     const INVALID: cl_int;
     fn header(&self) -> &Header;
     fn wrap(this: Arc<Self>) -> Object;
-    fn unwrap(obj: &Object) -> Option<&Arc<Self>>;
+    fn wrap_weak(this: &Arc<Self>) -> WeakObject;
+    fn unwrap_weak(obj: &WeakObject) -> Option<&Weak<Self>>;
 
-    /// Registers a new object and returns its handle.
+    /// Registers a new object, with the application's one reference, and returns its
+    /// handle.
     fn into_handle(this: Arc<Self>) -> *mut c_void {
         let ptr = Arc::as_ptr(&this) as *mut c_void;
-        registry().write().insert(ptr as usize, Self::wrap(this));
+        this.header().registered.store(true, Ordering::Release);
+        let entry = Entry {
+            object: Self::wrap_weak(&this),
+            application: Some(Self::wrap(this)),
+        };
+        registry().write().insert(ptr as usize, entry);
         ptr
     }
 
@@ -125,8 +169,8 @@ pub trait Handle: Sized {
         registry()
             .read()
             .get(&(handle as usize))
-            .and_then(Self::unwrap)
-            .cloned()
+            .and_then(|e| Self::unwrap_weak(&e.object))
+            .and_then(Weak::upgrade)
             .ok_or(Self::INVALID)
     }
 
@@ -134,20 +178,41 @@ pub trait Handle: Sized {
         Arc::as_ptr(self) as *mut c_void
     }
 
+    /// One more application reference; the first again (a handle read back from a live
+    /// object) takes the application's hold on it again.
     fn retain_handle(handle: *mut c_void) -> Result<(), cl_int> {
-        Self::from_handle(handle)?.header().retain();
+        let obj = Self::from_handle(handle)?;
+        let mut registry = registry().write();
+        let entry = registry.get_mut(&(handle as usize)).ok_or(Self::INVALID)?;
+        if entry.application.is_none() {
+            entry.application = Some(Self::wrap(obj.clone()));
+        }
+        obj.header().retain();
+        drop(registry);
         Ok(())
     }
 
-    /// Drops an application reference; the last one unregisters the handle. Internal
-    /// references (pending commands, child objects) keep the object itself alive.
+    /// Drops an application reference. The last one lets go of the application's hold:
+    /// the object is deleted (and its handle unregistered) once nothing else uses it.
+    /// Returns the object when that was the last application reference.
     fn release_handle(handle: *mut c_void) -> Result<Option<Arc<Self>>, cl_int> {
         let obj = Self::from_handle(handle)?;
-        if obj.header().release() {
-            registry().write().remove(&(handle as usize));
-            return Ok(Some(obj));
+        let mut registry = registry().write();
+        // A handle whose application references are all released is invalid to
+        // release again, even while something else keeps the object.
+        if obj.header().count() == 0 {
+            return Err(Self::INVALID);
         }
-        Ok(None)
+        if !obj.header().release() {
+            return Ok(None);
+        }
+        let hold = registry
+            .get_mut(&(handle as usize))
+            .and_then(|e| e.application.take());
+        // Objects are deleted (and take the registry lock) only after it is released.
+        drop(registry);
+        drop(hold);
+        Ok(Some(obj))
     }
 }
 
@@ -161,9 +226,12 @@ macro_rules! impl_handle {
             fn wrap(this: std::sync::Arc<Self>) -> $crate::object::Object {
                 $crate::object::Object::$variant(this)
             }
-            fn unwrap(obj: &$crate::object::Object) -> Option<&std::sync::Arc<Self>> {
+            fn wrap_weak(this: &std::sync::Arc<Self>) -> $crate::object::WeakObject {
+                $crate::object::WeakObject::$variant(std::sync::Arc::downgrade(this))
+            }
+            fn unwrap_weak(obj: &$crate::object::WeakObject) -> Option<&std::sync::Weak<Self>> {
                 match obj {
-                    $crate::object::Object::$variant(x) => Some(x),
+                    $crate::object::WeakObject::$variant(x) => Some(x),
                     _ => None,
                 }
             }

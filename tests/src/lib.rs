@@ -927,6 +927,7 @@ pub const PROGRAMS: &[&str] = &[
     "errors",
     "pingpong",
     "vendor_fidelity",
+    "lifetimes",
 ];
 
 /// The programs written for cluster runs (`tests/tests/cluster.rs`): ordinary

@@ -90,6 +90,7 @@ c_program!(events);
 c_program!(errors);
 c_program!(pingpong);
 c_program!(vendor_fidelity);
+c_program!(lifetimes);
 
 /// The suite covers every program listed in the library.
 #[test]
@@ -104,6 +105,7 @@ fn all_programs_have_tests() {
         "errors",
         "pingpong",
         "vendor_fidelity",
+        "lifetimes",
     ];
     assert_eq!(mirrorcl_tests::PROGRAMS, covered);
 }

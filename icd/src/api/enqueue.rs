@@ -689,13 +689,7 @@ fn ndrange(
     };
     let local = local_size(local_work_size, dims, global, limits, &q.device)?;
     // CL_INVALID_KERNEL_ARGS if the kernel argument values have not been specified.
-    let args: Vec<ArgValue> = k
-        .args
-        .lock()
-        .iter()
-        .cloned()
-        .collect::<Option<Vec<_>>>()
-        .ok_or(CL_INVALID_KERNEL_ARGS)?;
+    let args: Vec<ArgValue> = k.launch_args()?;
     // CL_OUT_OF_RESOURCES: the local memory the launch needs (the kernel's own and its
     // __local arguments) exceeds the device's. Checked here, the same on every rank:
     // PoCL 3.1 asserts instead, and on another rank's device the vendor is not asked.

@@ -582,7 +582,7 @@ fn set_kernel_arg(
             &[k.name.as_bytes(), &arg_index.to_le_bytes(), &what],
         );
     }
-    k.args.lock()[arg_index as usize] = Some(value);
+    k.set_arg(arg_index, value);
     Ok(())
 }
 
