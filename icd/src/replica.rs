@@ -122,7 +122,7 @@ fn vendor_draw() -> u64 {
 /// A seeding function: the application's seed is rank 0's on every rank; a vendor's
 /// seeds the vendors' stream only.
 macro_rules! seeding {
-    ($name:ident, $seed_ty:ty) => {
+    ($name:ident, $cname:literal, $seed_ty:ty) => {
         entry! {
             interpose fn $name(seed: $seed_ty) {
                 if replica::inside_mirrorcl() {
@@ -130,15 +130,8 @@ macro_rules! seeding {
                     return;
                 }
                 let seed = replica::common_seed(seed as u64) as $seed_ty;
-                let name = concat!(stringify!($name), "\0").as_bytes();
-                // SAFETY: a NUL-terminated literal.
-                let name = unsafe { CStr::from_bytes_with_nul_unchecked(name) };
-                static CACHE: AtomicUsize = AtomicUsize::new(0);
-                let f = next(&CACHE, name);
-                if f != 0 {
-                    // SAFETY: the C library's function of this name and signature.
-                    let f = unsafe { std::mem::transmute::<usize, unsafe extern "C" fn($seed_ty)>(f) };
-                    // SAFETY: as above.
+                if let Some(f) = real!($cname, unsafe extern "C" fn($seed_ty)) {
+                    // SAFETY: the C library's seeding function.
                     unsafe { f(seed) };
                 }
             }
@@ -146,32 +139,23 @@ macro_rules! seeding {
     };
 }
 
-seeding!(srand, c_uint);
-seeding!(srandom, c_uint);
-seeding!(srand48, c_long);
+seeding!(srand, c"srand", c_uint);
+seeding!(srandom, c"srandom", c_uint);
+seeding!(srand48, c"srand48", c_long);
 
 /// A drawing function: the application's draws come from the C library, a vendor's
 /// from the vendors' stream (`$vendor` turns 64 random bits into the function's range).
 macro_rules! drawing {
-    ($name:ident -> $ret:ty = $fallback:expr, $vendor:expr) => {
+    ($name:ident, $cname:literal -> $ret:ty = $fallback:expr, $vendor:expr) => {
         entry! {
             interpose fn $name() -> $ret = $fallback; {
                 if replica::inside_mirrorcl() {
-                    let bits: u64 = vendor_draw();
-                    return $vendor(bits);
+                    return $vendor(vendor_draw());
                 }
-                let name = concat!(stringify!($name), "\0").as_bytes();
-                // SAFETY: a NUL-terminated literal.
-                let name = unsafe { CStr::from_bytes_with_nul_unchecked(name) };
-                static CACHE: AtomicUsize = AtomicUsize::new(0);
-                match next(&CACHE, name) {
-                    0 => $fallback,
-                    f => {
-                        // SAFETY: the C library's function of this name and signature.
-                        let f = unsafe { std::mem::transmute::<usize, unsafe extern "C" fn() -> $ret>(f) };
-                        // SAFETY: as above.
-                        unsafe { f() }
-                    }
+                match real!($cname, unsafe extern "C" fn() -> $ret) {
+                    // SAFETY: the C library's drawing function.
+                    Some(f) => unsafe { f() },
+                    None => $fallback,
                 }
             }
         }
@@ -180,11 +164,11 @@ macro_rules! drawing {
 
 // glibc's ranges: rand and random [0, 2^31), lrand48 [0, 2^31), mrand48 [-2^31, 2^31),
 // drand48 [0, 1).
-drawing!(rand -> c_int = 0, |b: u64| (b >> 33) as c_int);
-drawing!(random -> c_long = 0, |b: u64| (b >> 33) as c_long);
-drawing!(lrand48 -> c_long = 0, |b: u64| (b >> 33) as c_long);
-drawing!(mrand48 -> c_long = 0, |b: u64| (b >> 32) as u32 as i32 as c_long);
-drawing!(drand48 -> f64 = 0.0, |b: u64| (b >> 11) as f64 / (1u64 << 53) as f64);
+drawing!(rand, c"rand" -> c_int = 0, |b: u64| (b >> 33) as c_int);
+drawing!(random, c"random" -> c_long = 0, |b: u64| (b >> 33) as c_long);
+drawing!(lrand48, c"lrand48" -> c_long = 0, |b: u64| (b >> 33) as c_long);
+drawing!(mrand48, c"mrand48" -> c_long = 0, |b: u64| (b >> 32) as u32 as i32 as c_long);
+drawing!(drand48, c"drand48" -> f64 = 0.0, |b: u64| (b >> 11) as f64 / (1u64 << 53) as f64);
 
 type MpiInitThread = unsafe extern "C" fn(*mut c_int, *mut c_void, c_int, *mut c_int) -> c_int;
 

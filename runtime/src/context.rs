@@ -99,7 +99,7 @@ impl Context {
         });
         // Local devices per vendor-context group, in device order.
         let mut groups: Vec<(u32, u32, Vec<Arc<Device>>)> = Vec::new();
-        for d in devices.iter().filter(|d| d.local) {
+        for d in devices.iter().filter(|d| d.local()) {
             match groups.iter_mut().find(|(group, _, _)| *group == d.group) {
                 Some((_, _, list)) => list.push(d.clone()),
                 None => groups.push((d.group, d.vendor, vec![d.clone()])),

@@ -41,9 +41,6 @@ pub struct Device {
     pub index: u32,
     /// The rank owning the actual device.
     pub owner: u32,
-    /// Owned by this rank (an actual device); otherwise a virtual device, never driven
-    /// here.
-    pub local: bool,
     /// The owner's host name and the vendor platform's name, for device tables.
     pub host: String,
     pub vendor_name: String,
@@ -192,7 +189,6 @@ impl Device {
             header: Header::new(),
             index,
             owner,
-            local: true,
             host: host.to_string(),
             vendor_name: vendor_name.to_string(),
             vendor,
@@ -227,7 +223,6 @@ impl Device {
             header: Header::new(),
             index,
             owner: d.owner,
-            local: false,
             host: d.host,
             vendor_name: d.vendor_name,
             vendor: u32::MAX,
@@ -253,7 +248,7 @@ impl Device {
         if !node.is_cluster() {
             return local;
         }
-        let mine = wire::OwnerAnswer(self.local.then_some(local));
+        let mine = wire::OwnerAnswer(self.local().then_some(local));
         // The owner always answers (its device is local there).
         (node.exchange(&mine).into_iter().nth(self.owner as usize))
             .and_then(|m| m.0)
@@ -304,11 +299,11 @@ impl Device {
         let node = crate::node::node();
         let partition: Vec<_> = props[..props.len() - 1].to_vec();
         let mut local: ClResult<(u32, Vec<Device>)> = Err(CL_INVALID_DEVICE);
-        if parent.local {
+        if parent.local() {
             local = Device::partition_here(parent, props, &partition, create);
         }
         let (n, descriptions, actual) = if node.is_cluster() {
-            let mine = wire::SubDevices(parent.local.then(|| {
+            let mine = wire::SubDevices(parent.local().then(|| {
                 local
                     .as_ref()
                     .map(|(n, subs)| (*n, subs.iter().map(Device::describe).collect()))
@@ -331,7 +326,7 @@ impl Device {
         let mut out = Vec::with_capacity(n as usize);
         for _ in 0..n {
             let index = platform.new_device_index();
-            let mut d = if parent.local {
+            let mut d = if parent.local() {
                 actual.next().ok_or(CL_DEVICE_PARTITION_FAILED)?
             } else {
                 let desc = descriptions.next().ok_or(CL_DEVICE_PARTITION_FAILED)?;
@@ -343,7 +338,7 @@ impl Device {
                 d
             };
             d.index = index;
-            if parent.local {
+            if parent.local() {
                 d.group = platform.group_for(parent.vendor, index);
                 d.owner_group = d.group;
             } else if d.owner_group & 0x8000_0000 != 0 {
@@ -374,6 +369,13 @@ impl Device {
 
     pub fn info_value<T: Copy + Default>(&self, param: cl_device_info) -> T {
         from_bytes(self.info.get(&param))
+    }
+
+    /// Owned by this rank (an actual device, with its vendor device); otherwise a
+    /// virtual device, never driven here.
+    #[inline]
+    pub fn local(&self) -> bool {
+        self.vdev.is_some()
     }
 
     pub fn name(&self) -> String {

@@ -516,7 +516,7 @@ impl Event {
             self.queue()
                 .map(|q| {
                     let d = &q.device;
-                    let owner = if d.local {
+                    let owner = if d.local() {
                         String::new()
                     } else {
                         format!(", owned by rank {}", d.owner)

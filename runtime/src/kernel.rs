@@ -336,16 +336,24 @@ impl Kernel {
         let has_executable = program
             .devices
             .iter()
-            .any(|d| d.local && program.is_built_for(d));
+            .any(|d| d.local() && program.is_built_for(d));
+        // Only the lowest rank with an executable describes the kernel (the others'
+        // descriptions would be discarded): it alone asks the vendor for the arguments,
+        // builds again for their qualifiers where needed and probes their sizes.
+        let describes = program
+            .devices
+            .iter()
+            .filter(|d| program.is_built_for(d))
+            .map(|d| d.owner)
+            .min()
+            == Some(crate::node::node().rank);
         let mut mine: Option<Result<KernelFacts, cl_int>> = None;
         if has_executable {
             mine = Some(match &local {
                 Ok((probes, devices)) => {
-                    let mut facts = probes
-                        .first()
-                        .map(|(_, probe)| KernelFacts::describe(probe))
-                        .unwrap_or_default();
-                    if let Some((vendor, probe)) = probes.first() {
+                    let mut facts = KernelFacts::default();
+                    if let (true, Some((vendor, probe))) = (describes, probes.first()) {
+                        facts = KernelFacts::describe(probe);
                         facts.complete_arg_info(&program, *vendor, &cname);
                         facts.probe_arg_sizes(probe);
                     }

@@ -263,7 +263,7 @@ impl Platform {
 
     /// This rank's own devices.
     pub fn local_devices(&self) -> impl Iterator<Item = &Arc<Device>> {
-        self.devices.iter().filter(|d| d.local)
+        self.devices.iter().filter(|d| d.local())
     }
 
     pub fn vendor(&self, index: u32) -> &Vendor {

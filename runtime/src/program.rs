@@ -147,7 +147,7 @@ impl Program {
         let mine = wire::ProgramCreation {
             result: result.err().unwrap_or(CL_SUCCESS),
             devices: (self.devices.iter().enumerate())
-                .filter(|(_, d)| d.local)
+                .filter(|(_, d)| d.local())
                 .map(|(i, d)| wire::CreatedBinary {
                     index: d.index,
                     status: status.get(i).copied().unwrap_or(CL_SUCCESS),
@@ -386,7 +386,7 @@ impl Program {
         if !self.attempted(device) {
             return CL_BUILD_NONE;
         }
-        if !device.local {
+        if !device.local() {
             return self.remote(device).status;
         }
         self.build_info(device, CL_PROGRAM_BUILD_STATUS)
@@ -403,7 +403,7 @@ impl Program {
         if !self.attempted(device) {
             return String::new();
         }
-        if !device.local {
+        if !device.local() {
             return self.remote(device).log;
         }
         let log = |d: &Device| {
@@ -427,7 +427,7 @@ impl Program {
         if !self.attempted(device) && self.source.is_some() {
             return CL_PROGRAM_BINARY_TYPE_NONE;
         }
-        if !device.local {
+        if !device.local() {
             return self.remote(device).binary_type;
         }
         self.build_info(device, CL_PROGRAM_BINARY_TYPE)
@@ -459,7 +459,7 @@ impl Program {
         }
         let mine = wire::Binaries(local.map(|bins| {
             (self.devices.iter().zip(bins))
-                .filter(|(d, _)| d.local)
+                .filter(|(d, _)| d.local())
                 .map(|(d, b)| (d.index, wire::Bytes(b)))
                 .collect()
         }));
@@ -516,7 +516,7 @@ impl Program {
             return result;
         }
         let list = if list.is_empty() { &self.devices } else { list };
-        let mine: Vec<&Arc<Device>> = list.iter().filter(|d| d.local).collect();
+        let mine: Vec<&Arc<Device>> = list.iter().filter(|d| d.local()).collect();
         let built = mine
             .iter()
             .any(|d| self.build_status(d) == CL_BUILD_SUCCESS);

@@ -163,7 +163,17 @@ entry! {
         event_wait_list: *const cl_event,
         event: *mut cl_event,
     ) -> cl_int {
-        enqueue_copy_buffer(queue, src_buffer, dst_buffer, src_offset, dst_offset, size, num_events_in_wait_list, event_wait_list, event)
+        enqueue_copy_buffer(
+            queue,
+            src_buffer,
+            dst_buffer,
+            src_offset,
+            dst_offset,
+            size,
+            num_events_in_wait_list,
+            event_wait_list,
+            event,
+        )
     }
 }
 
@@ -304,43 +314,24 @@ entry! {
         event_wait_list: *const cl_event,
         event: *mut cl_event,
     ) -> cl_int {
-        enqueue_read_buffer_rect(queue, buffer, blocking_read, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, event)
+        rw_rect(
+            queue,
+            buffer,
+            false,
+            blocking_read,
+            buffer_origin,
+            host_origin,
+            region,
+            buffer_row_pitch,
+            buffer_slice_pitch,
+            host_row_pitch,
+            host_slice_pitch,
+            ptr,
+            num_events_in_wait_list,
+            event_wait_list,
+            event,
+        )
     }
-}
-
-fn enqueue_read_buffer_rect(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    blocking_read: cl_bool,
-    buffer_origin: *const usize,
-    host_origin: *const usize,
-    region: *const usize,
-    buffer_row_pitch: usize,
-    buffer_slice_pitch: usize,
-    host_row_pitch: usize,
-    host_slice_pitch: usize,
-    ptr: *mut c_void,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<()> {
-    rw_rect(
-        queue,
-        buffer,
-        false,
-        blocking_read,
-        buffer_origin,
-        host_origin,
-        region,
-        buffer_row_pitch,
-        buffer_slice_pitch,
-        host_row_pitch,
-        host_slice_pitch,
-        ptr,
-        num_events_in_wait_list,
-        event_wait_list,
-        event,
-    )
 }
 
 entry! {
@@ -360,43 +351,24 @@ entry! {
         event_wait_list: *const cl_event,
         event: *mut cl_event,
     ) -> cl_int {
-        enqueue_write_buffer_rect(queue, buffer, blocking_write, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, event)
+        rw_rect(
+            queue,
+            buffer,
+            true,
+            blocking_write,
+            buffer_origin,
+            host_origin,
+            region,
+            buffer_row_pitch,
+            buffer_slice_pitch,
+            host_row_pitch,
+            host_slice_pitch,
+            ptr as *mut c_void,
+            num_events_in_wait_list,
+            event_wait_list,
+            event,
+        )
     }
-}
-
-fn enqueue_write_buffer_rect(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    blocking_write: cl_bool,
-    buffer_origin: *const usize,
-    host_origin: *const usize,
-    region: *const usize,
-    buffer_row_pitch: usize,
-    buffer_slice_pitch: usize,
-    host_row_pitch: usize,
-    host_slice_pitch: usize,
-    ptr: *const c_void,
-    num_events_in_wait_list: cl_uint,
-    event_wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<()> {
-    rw_rect(
-        queue,
-        buffer,
-        true,
-        blocking_write,
-        buffer_origin,
-        host_origin,
-        region,
-        buffer_row_pitch,
-        buffer_slice_pitch,
-        host_row_pitch,
-        host_slice_pitch,
-        ptr as *mut c_void,
-        num_events_in_wait_list,
-        event_wait_list,
-        event,
-    )
 }
 
 entry! {
@@ -415,7 +387,21 @@ entry! {
         event_wait_list: *const cl_event,
         event: *mut cl_event,
     ) -> cl_int {
-        enqueue_copy_buffer_rect(queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_events_in_wait_list, event_wait_list, event)
+        enqueue_copy_buffer_rect(
+            queue,
+            src_buffer,
+            dst_buffer,
+            src_origin,
+            dst_origin,
+            region,
+            src_row_pitch,
+            src_slice_pitch,
+            dst_row_pitch,
+            dst_slice_pitch,
+            num_events_in_wait_list,
+            event_wait_list,
+            event,
+        )
     }
 }
 
@@ -500,7 +486,17 @@ entry! {
         event_wait_list: *const cl_event,
         event: *mut cl_event,
     ) -> *mut c_void, errcode_ret {
-        enqueue_map_buffer(queue, buffer, blocking_map, map_flags, offset, size, num_events_in_wait_list, event_wait_list, event)
+        enqueue_map_buffer(
+            queue,
+            buffer,
+            blocking_map,
+            map_flags,
+            offset,
+            size,
+            num_events_in_wait_list,
+            event_wait_list,
+            event,
+        )
     }
 }
 

@@ -71,7 +71,14 @@ entry! {
         binaries: *mut *const u8,
         binary_status: *mut cl_int,
     ) -> cl_program, errcode_ret {
-        create_program_with_binary(context, num_devices, device_list_ptr, lengths, binaries, binary_status)
+        create_program_with_binary(
+            context,
+            num_devices,
+            device_list_ptr,
+            lengths,
+            binaries,
+            binary_status,
+        )
     }
 }
 
@@ -212,7 +219,17 @@ entry! {
         pfn_notify: BuildNotify,
         user_data: *mut c_void,
     ) -> cl_int {
-        compile_program(program, num_devices, device_list_ptr, options, num_input_headers, input_headers, header_include_names, pfn_notify, user_data)
+        compile_program(
+            program,
+            num_devices,
+            device_list_ptr,
+            options,
+            num_input_headers,
+            input_headers,
+            header_include_names,
+            pfn_notify,
+            user_data,
+        )
     }
 }
 

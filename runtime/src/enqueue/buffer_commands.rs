@@ -52,7 +52,7 @@ pub fn rect_span(
 /// the command, which then fails with it: its event reports it on every rank, where an
 /// error returned here would be returned on the owner alone.
 pub(super) fn device_instance(queue: &Queue, b: &Buffer) -> ClResult<Arc<VMem>> {
-    if queue.device.local {
+    if queue.device.local() {
         b.instance(&queue.device)
     } else {
         // Never used: the command does not run here.

@@ -71,7 +71,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let accesses = scheduled_accesses(&cmd, &event);
     let work = match (
         work,
-        device.local.then(|| injected_failure(index)).flatten(),
+        device.local().then(|| injected_failure(index)).flatten(),
     ) {
         (Work::Vendor(_), Some(rc)) => Work::Vendor(Box::new(move |_, _, _| Err(rc))),
         (w, _) => w,
@@ -104,7 +104,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     if let Some(prev) = queue.last() {
         // A virtual device's queue has no vendor queue to keep it in order, and a read
         // whose bytes are still being sent outlives its vendor command.
-        if prev.stream != stream || !device.local || prev.outlives_vendor() {
+        if prev.stream != stream || !device.local() || prev.outlives_vendor() {
             deps.push(prev);
         }
     }
@@ -179,7 +179,7 @@ fn route(
         offset: accesses.first().map_or(0, |a| a.range.start),
         len: accesses.first().map_or(0, |a| a.range.end - a.range.start),
     };
-    let runs_here = cmd.at_host || device.local;
+    let runs_here = cmd.at_host || device.local();
     let issued = |event: Arc<Event>, work: VendorWork, deps: Deps| VendorCommand {
         group: device.group,
         vqueue: queue.vqueue.clone().ok_or(CL_INVALID_COMMAND_QUEUE),
@@ -244,7 +244,7 @@ fn injected_failure(index: u64) -> Option<cl_int> {
 /// schedules it, in the same order, so the ranks of each pair agree on their tags.
 fn left_out(cmd: &Command, sched: &Scheduler<Arc<Event>>) -> bool {
     let device = &cmd.queue.device;
-    if device.local || cmd.at_host || cmd.fills_host.is_some() {
+    if device.local() || cmd.at_host || cmd.fills_host.is_some() {
         return false;
     }
     let platform = crate::platform::platform();
@@ -259,7 +259,7 @@ fn left_out(cmd: &Command, sched: &Scheduler<Arc<Event>>) -> bool {
             .is_some_and(|a| {
                 // Between two groups of one rank the bytes stage through the host copy,
                 // which is a broadcast every rank takes part in.
-                !a.local && (a.owner != device.owner || a.owner_group == device.owner_group)
+                !a.local() && (a.owner != device.owner || a.owner_group == device.owner_group)
             })
     })
 }

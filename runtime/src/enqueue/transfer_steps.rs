@@ -134,22 +134,22 @@ fn plan(ctx: &Arc<Context>, step: &Step, pieces: usize) -> Part {
         Location::Host => None,
     };
     match (device_of(step.from), device_of(step.to)) {
-        (Some(s), Some(d)) if s.owner != d.owner && s.local => Part::SendToDevice {
+        (Some(s), Some(d)) if s.owner != d.owner && s.local() => Part::SendToDevice {
             to: d.owner,
             tags: node.tags_with(d.owner, pieces),
             src: s,
         },
-        (Some(s), Some(d)) if s.owner != d.owner && d.local => Part::ReceiveIntoDevice {
+        (Some(s), Some(d)) if s.owner != d.owner && d.local() => Part::ReceiveIntoDevice {
             from: s.owner,
             tags: node.tags_with(s.owner, pieces),
             dst: d,
         },
-        (Some(s), Some(d)) if s.owner == d.owner && s.local => Part::Copy { src: s, dst: d },
+        (Some(s), Some(d)) if s.owner == d.owner && s.local() => Part::Copy { src: s, dst: d },
         (Some(_), Some(_)) => Part::Nothing,
-        (None, Some(d)) if d.local => Part::WriteFromHostCopy { dst: d },
+        (None, Some(d)) if d.local() => Part::WriteFromHostCopy { dst: d },
         (None, Some(_)) => Part::Nothing,
-        (Some(s), None) if s.local && !node.is_cluster() => Part::ReadIntoHostCopy { src: s },
-        (Some(s), None) if s.local => Part::ShareHostCopy {
+        (Some(s), None) if s.local() && !node.is_cluster() => Part::ReadIntoHostCopy { src: s },
+        (Some(s), None) if s.local() => Part::ShareHostCopy {
             firsts: (0..node.size)
                 .filter(|&r| r != node.rank)
                 .map(|r| (r, node.tags_with(r, pieces).start))
