@@ -59,6 +59,8 @@ pub struct Context {
     notify: Option<usize>,
     /// `clSetContextDestructorCallback`.
     pub destructors: Destructors,
+    /// `clGetSupportedImageFormats` answers, per access flags and image type.
+    pub image_formats: Mutex<HashMap<(cl_mem_flags, cl_mem_object_type), Vec<cl_image_format>>>,
 }
 
 /// The application's `pfn_notify` and `user_data`, passed to vendor contexts so their
@@ -153,6 +155,7 @@ impl Context {
             released: Mutex::new(Vec::new()),
             notify: target.map(|t| t as usize),
             destructors: Destructors::default(),
+            image_formats: Mutex::new(HashMap::new()),
         }))
     }
 

@@ -89,7 +89,7 @@ fn text(s: &str) -> Vec<u8> {
 }
 
 /// What MirrorCL itself answers for a captured device, replacing the vendor's answers:
-/// no images, OpenCL 1.2, only the extensions that need nothing from the host API, no
+/// OpenCL 1.2, only the extensions that need nothing from the host API, no
 /// native or built-in kernels, and its own parent and partition.
 fn mirrorcl_answers(
     info: &mut HashMap<cl_device_info, Vec<u8>>,
@@ -109,25 +109,6 @@ fn mirrorcl_answers(
                 .map_or(std::ptr::null_mut(), |p| p.handle_ptr()),
         ),
     );
-    info.insert(CL_DEVICE_IMAGE_SUPPORT, as_bytes::<cl_bool>(CL_FALSE));
-    for p in [
-        CL_DEVICE_MAX_READ_IMAGE_ARGS,
-        CL_DEVICE_MAX_WRITE_IMAGE_ARGS,
-        CL_DEVICE_MAX_SAMPLERS,
-    ] {
-        info.insert(p, as_bytes::<cl_uint>(0));
-    }
-    for p in [
-        CL_DEVICE_IMAGE2D_MAX_WIDTH,
-        CL_DEVICE_IMAGE2D_MAX_HEIGHT,
-        CL_DEVICE_IMAGE3D_MAX_WIDTH,
-        CL_DEVICE_IMAGE3D_MAX_HEIGHT,
-        CL_DEVICE_IMAGE3D_MAX_DEPTH,
-        CL_DEVICE_IMAGE_MAX_BUFFER_SIZE,
-        CL_DEVICE_IMAGE_MAX_ARRAY_SIZE,
-    ] {
-        info.insert(p, as_bytes::<usize>(0));
-    }
     let version = string(info, CL_DEVICE_VERSION);
     let vendor_part = version
         .strip_prefix("OpenCL ")

@@ -7,7 +7,8 @@ use crate::device::Device;
 use crate::memory::Buffer;
 use crate::object::{impl_handle, Header};
 use crate::program::Program;
-use crate::vendor::{VDevice, VKernel, VMem};
+use crate::sampler::Sampler;
+use crate::vendor::{VDevice, VKernel, VMem, VSampler};
 use crate::wire;
 use crate::ClResult;
 use parking_lot::Mutex;
@@ -20,6 +21,7 @@ use std::sync::{Arc, Weak};
 #[derive(Clone)]
 pub enum ArgValue {
     Mem(Option<Arc<Buffer>>),
+    Sampler(Arc<Sampler>),
     Local(usize),
     Bytes(Vec<u8>),
 }
@@ -30,6 +32,7 @@ pub enum ArgValue {
 #[derive(Clone)]
 enum KeptArg {
     Mem(Option<Weak<Buffer>>),
+    Sampler(Arc<Sampler>),
     Local(usize),
     Bytes(Vec<u8>),
 }
@@ -38,6 +41,7 @@ impl KeptArg {
     fn keep(value: ArgValue) -> KeptArg {
         match value {
             ArgValue::Mem(b) => KeptArg::Mem(b.as_ref().map(Arc::downgrade)),
+            ArgValue::Sampler(s) => KeptArg::Sampler(s),
             ArgValue::Local(n) => KeptArg::Local(n),
             ArgValue::Bytes(b) => KeptArg::Bytes(b),
         }
@@ -48,6 +52,7 @@ impl KeptArg {
         Ok(match self {
             KeptArg::Mem(None) => ArgValue::Mem(None),
             KeptArg::Mem(Some(b)) => ArgValue::Mem(Some(b.upgrade().ok_or(CL_INVALID_MEM_OBJECT)?)),
+            KeptArg::Sampler(s) => ArgValue::Sampler(s.clone()),
             KeptArg::Local(n) => ArgValue::Local(*n),
             KeptArg::Bytes(b) => ArgValue::Bytes(b.clone()),
         })
@@ -59,6 +64,8 @@ impl KeptArg {
 pub enum VendorArg {
     /// A vendor buffer (shared with the buffer it belongs to), or NULL.
     Mem(Option<Arc<VMem>>),
+    /// The vendor sampler of the device's vendor context.
+    Sampler(Arc<VSampler>),
     Local(usize),
     Bytes(Vec<u8>),
 }
@@ -74,8 +81,11 @@ enum SetArg {
 #[derive(Clone, Copy, Debug)]
 pub struct ArgInfo {
     pub address: cl_kernel_arg_address_qualifier,
-    /// Declared `const` (or `__constant`): the kernel only reads it.
+    /// Declared `const` (or `__constant`, or a `read_only` image): the kernel only
+    /// reads it.
     pub read_only: bool,
+    /// A `sampler_t`.
+    pub sampler: bool,
 }
 
 struct DeviceKernel {
@@ -271,10 +281,19 @@ impl KernelFacts {
                 };
                 let qualifier: cl_kernel_arg_type_qualifier =
                     value_of(self.arg_answer(i, CL_KERNEL_ARG_TYPE_QUALIFIER));
+                let access: cl_kernel_arg_access_qualifier =
+                    value_of(self.arg_answer(i, CL_KERNEL_ARG_ACCESS_QUALIFIER));
+                let type_name = match self.arg_answer(i, CL_KERNEL_ARG_TYPE_NAME) {
+                    Some(Ok(b)) => crate::vendor::c_string(b),
+                    _ => String::new(),
+                };
                 Some(ArgInfo {
                     address,
+                    // A `read_only` image is only read.
                     read_only: address == CL_KERNEL_ARG_ADDRESS_CONSTANT
-                        || qualifier & CL_KERNEL_ARG_TYPE_CONST != 0,
+                        || qualifier & CL_KERNEL_ARG_TYPE_CONST != 0
+                        || access == CL_KERNEL_ARG_ACCESS_READ_ONLY,
+                    sampler: type_name == "sampler_t",
                 })
             })
             .collect()
@@ -456,7 +475,7 @@ impl Kernel {
         for (i, arg) in args.iter().enumerate() {
             let index = i as cl_uint;
             let now = match arg {
-                VendorArg::Mem(_) => None,
+                VendorArg::Mem(_) | VendorArg::Sampler(_) => None,
                 VendorArg::Local(size) => Some(SetArg::Local(*size)),
                 VendorArg::Bytes(b) => Some(SetArg::Bytes(b.clone())),
             };
@@ -469,6 +488,7 @@ impl Kernel {
             let rc = unsafe {
                 match arg {
                     VendorArg::Mem(m) => dk.vk.set_arg_mem(index, m.as_deref()),
+                    VendorArg::Sampler(sampler) => dk.vk.set_arg_sampler(index, sampler),
                     VendorArg::Local(size) => dk.vk.set_arg(index, *size, std::ptr::null()),
                     // Bytes validated by the probe kernel when the application set them.
                     VendorArg::Bytes(b) => {

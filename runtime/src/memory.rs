@@ -2,11 +2,14 @@
 //! created on first use) and a host copy (the scheduler's `Location::Host`); which of
 //! them hold the newest bytes is the scheduler's business. A sub-buffer is a window on
 //! its parent: its instances are vendor sub-buffers of the parent's instances and its
-//! bytes are tracked as a range of the parent.
+//! bytes are tracked as a range of the parent. An image is a buffer with an
+//! [`Image`] description (`crate::image`); a 1D image buffer is a window on its buffer
+//! like a sub-buffer.
 
 use crate::cl::*;
 use crate::context::Context;
 use crate::device::Device;
+use crate::image::Image;
 use crate::object::{impl_handle, Destructors, Header};
 use crate::vendor::VMem;
 use crate::ClResult;
@@ -33,6 +36,29 @@ struct HostCopy {
 unsafe impl Send for HostCopy {}
 // SAFETY: as above.
 unsafe impl Sync for HostCopy {}
+
+/// The application's image at `ptr`, with its pitches, in the host copy's layout.
+fn pack(image: &Image, ptr: *const u8, (row, slice): (usize, usize)) -> Vec<u8> {
+    let mut out = vec![0u8; image.host_bytes()];
+    let [w, h, d] = image.extent();
+    let row_bytes = w * image.element_size;
+    for z in 0..d {
+        for y in 0..h {
+            // A 1D array's layers (its y) lie a slice pitch apart.
+            let from = if image.image_type == CL_MEM_OBJECT_IMAGE1D_ARRAY {
+                y * slice
+            } else {
+                z * slice + y * row
+            };
+            let to = image.host_offset([0, y, z]);
+            // SAFETY: the application guarantees its image's rows at its pitches
+            // (validated); `out` holds the packed image.
+            let src = unsafe { std::slice::from_raw_parts(ptr.add(from), row_bytes) };
+            out[to..to + row_bytes].copy_from_slice(src);
+        }
+    }
+    out
+}
 
 /// One outstanding `clEnqueueMapBuffer`.
 #[derive(Clone, Copy, Debug)]
@@ -63,6 +89,8 @@ pub struct Buffer {
     pub maps: Mutex<Vec<Mapping>>,
     pub map_count: AtomicU32,
     pub destructors: Destructors,
+    /// Set for an image: its shape, and the host copy's layout.
+    pub image: Option<Image>,
 }
 
 impl_handle!(Buffer, Mem, CL_INVALID_MEM_OBJECT);
@@ -135,7 +163,36 @@ impl Buffer {
             maps: Mutex::new(Vec::new()),
             map_count: AtomicU32::new(0),
             destructors: Destructors::default(),
+            image: None,
         }))
+    }
+
+    /// `clCreateImage` after validation. The host copy has the image's layout (the
+    /// application's pitches with `CL_MEM_USE_HOST_PTR`, packed otherwise); a 1D image
+    /// buffer is a window on `buffer`.
+    pub fn new_image(
+        context: Arc<Context>,
+        flags: cl_mem_flags,
+        image: Image,
+        host_ptr: *mut c_void,
+        host_pitches: (usize, usize),
+        buffer: Option<Arc<Buffer>>,
+    ) -> ClResult<Arc<Buffer>> {
+        if let Some(parent) = buffer {
+            let mut view = Buffer::new_sub(&parent, flags, 0, image.host_bytes());
+            Arc::get_mut(&mut view).expect("not shared yet").image = Some(image);
+            return Ok(view);
+        }
+        let packed;
+        let host_ptr = if flags & CL_MEM_COPY_HOST_PTR != 0 {
+            packed = pack(&image, host_ptr as *const u8, host_pitches);
+            packed.as_ptr() as *mut c_void
+        } else {
+            host_ptr
+        };
+        let mut buffer = Buffer::new(context, flags, image.host_bytes(), host_ptr)?;
+        Arc::get_mut(&mut buffer).expect("not shared yet").image = Some(image);
+        Ok(buffer)
     }
 
     /// `clCreateSubBuffer` after validation.
@@ -163,6 +220,7 @@ impl Buffer {
             maps: Mutex::new(Vec::new()),
             map_count: AtomicU32::new(0),
             destructors: Destructors::default(),
+            image: None,
         })
     }
 
@@ -181,13 +239,16 @@ impl Buffer {
         if let Some(v) = self.instances.lock().get(&device.index) {
             return Ok(v.clone());
         }
-        let v = match &self.parent {
-            None => self
-                .context
-                .vendor_context(device)
-                .vctx
-                .create_buffer(CL_MEM_READ_WRITE, self.size)?,
-            Some(parent) => parent.instance(device)?.create_sub_buffer(
+        let vctx = &self.context.vendor_context(device).vctx;
+        let v = match (&self.image, &self.parent) {
+            (Some(image), parent) => {
+                // A 1D image buffer is made on its buffer's instance.
+                let buffer = parent.as_ref().map(|p| p.instance(device)).transpose()?;
+                let desc = image.vendor_desc(buffer.as_ref().map_or(std::ptr::null_mut(), |b| b.raw()));
+                vctx.create_image(CL_MEM_READ_WRITE, &image.format, &desc)?
+            }
+            (None, None) => vctx.create_buffer(CL_MEM_READ_WRITE, self.size)?,
+            (None, Some(parent)) => parent.instance(device)?.create_sub_buffer(
                 CL_MEM_READ_WRITE,
                 self.origin,
                 self.size,
@@ -200,6 +261,18 @@ impl Buffer {
             .entry(device.index)
             .or_insert_with(|| Arc::new(v))
             .clone())
+    }
+
+    /// The pieces a transfer of `offset..offset+len` of this root moves one at a time:
+    /// for an image, each one vendor region of the whole image (its steps always are).
+    pub fn transfer_pieces(&self, offset: usize, len: usize) -> Vec<Range<usize>> {
+        match &self.image {
+            Some(image) if self.parent.is_none() => {
+                debug_assert_eq!((offset, len), (0, self.size), "images move whole");
+                image.pieces(crate::remote::piece_size(len))
+            }
+            _ => crate::remote::pieces(offset, len),
+        }
     }
 
     /// The root's host copy, allocated on first use.

@@ -115,6 +115,7 @@ pub enum Object {
     Program(Arc<crate::program::Program>),
     Kernel(Arc<crate::kernel::Kernel>),
     Event(Arc<crate::event::Event>),
+    Sampler(Arc<crate::sampler::Sampler>),
 }
 
 /// An object of any kind, not kept alive.
@@ -126,6 +127,7 @@ pub enum WeakObject {
     Program(Weak<crate::program::Program>),
     Kernel(Weak<crate::kernel::Kernel>),
     Event(Weak<crate::event::Event>),
+    Sampler(Weak<crate::sampler::Sampler>),
 }
 
 /// A handle's entry: the object, and the application's reference while it holds one.

@@ -928,6 +928,7 @@ pub const PROGRAMS: &[&str] = &[
     "pingpong",
     "vendor_fidelity",
     "lifetimes",
+    "images",
 ];
 
 /// The programs written for cluster runs (`tests/tests/cluster.rs`): ordinary

@@ -91,6 +91,7 @@ c_program!(errors);
 c_program!(pingpong);
 c_program!(vendor_fidelity);
 c_program!(lifetimes);
+c_program!(images);
 
 /// The suite covers every program listed in the library.
 #[test]
@@ -106,6 +107,7 @@ fn all_programs_have_tests() {
         "pingpong",
         "vendor_fidelity",
         "lifetimes",
+        "images",
     ];
     assert_eq!(mirrorcl_tests::PROGRAMS, covered);
 }

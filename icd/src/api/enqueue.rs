@@ -1,6 +1,6 @@
 //! Enqueue entry points: validation per the specification, then the runtime.
 
-use crate::api::memory::buffer_in;
+use crate::api::memory::{buffer_in, mem_in};
 use crate::info::{array, return_event, wait_list};
 use mirrorcl_runtime::cl::*;
 use mirrorcl_runtime::device::Device;
@@ -15,7 +15,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 /// The queue and wait list every enqueue starts with.
-fn begin(
+pub(crate) fn begin(
     queue: cl_command_queue,
     n: cl_uint,
     list: *const cl_event,
@@ -35,7 +35,7 @@ fn check_range(b: &Buffer, offset: usize, size: usize) -> ClResult<()> {
 
 /// CL_INVALID_OPERATION when the buffer's host access flags forbid the host to read
 /// (`read`) or write it.
-fn check_host_access(b: &Buffer, read: bool) -> ClResult<()> {
+pub(crate) fn check_host_access(b: &Buffer, read: bool) -> ClResult<()> {
     let forbidden = if read {
         CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_NO_ACCESS
     } else {
@@ -208,7 +208,7 @@ fn enqueue_copy_buffer(
     Ok(())
 }
 
-fn triple(p: *const usize) -> ClResult<[usize; 3]> {
+pub(crate) fn triple(p: *const usize) -> ClResult<[usize; 3]> {
     if p.is_null() {
         return Err(CL_INVALID_VALUE);
     }
@@ -238,7 +238,7 @@ fn rect(origin: *const usize, region: [usize; 3], row: usize, slice: usize) -> C
     })
 }
 
-fn check_region(region: *const usize) -> ClResult<[usize; 3]> {
+pub(crate) fn check_region(region: *const usize) -> ClResult<[usize; 3]> {
     let r = triple(region)?;
     if r.contains(&0) {
         return Err(CL_INVALID_VALUE);
@@ -550,7 +550,7 @@ entry! {
         event: *mut cl_event,
     ) -> cl_int {
         let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
-        let b = buffer_in(memobj, &q.context)?;
+        let b = mem_in(memobj, &q.context)?;
         // CL_INVALID_VALUE if mapped_ptr is not a pointer returned by a map of memobj.
         let mapping = {
             let mut maps = b.maps.lock();
@@ -585,7 +585,7 @@ entry! {
         }
         let buffers = array(mem_objects, num_mem_objects as usize)
             .iter()
-            .map(|&m| buffer_in(m, &q.context))
+            .map(|&m| mem_in(m, &q.context))
             .collect::<ClResult<Vec<_>>>()?;
         let ev = rt::migrate(&q, buffers, flags, waits)?;
         return_event(ev, event);

@@ -16,7 +16,7 @@ const HOST_ACCESS: cl_mem_flags =
     CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS;
 
 /// CL_INVALID_VALUE if flags has unknown bits or mutually exclusive ones.
-fn check_flags(flags: cl_mem_flags) -> ClResult<()> {
+pub(crate) fn check_flags(flags: cl_mem_flags) -> ClResult<()> {
     if flags & !(ACCESS | HOST_PTR | HOST_ACCESS) != 0
         || (flags & ACCESS).count_ones() > 1
         || (flags & HOST_ACCESS).count_ones() > 1
@@ -103,8 +103,8 @@ fn create_sub_buffer(
     buffer_create_info: *const c_void,
 ) -> ClResult<cl_mem> {
     let parent = Buffer::from_handle(buffer)?;
-    // CL_INVALID_MEM_OBJECT if buffer is a sub-buffer.
-    if parent.parent.is_some() {
+    // CL_INVALID_MEM_OBJECT if buffer is a sub-buffer (or an image).
+    if parent.parent.is_some() || parent.image.is_some() {
         return Err(CL_INVALID_MEM_OBJECT);
     }
     check_flags(flags)?;
@@ -188,7 +188,9 @@ impl InfoQuery for MemInfo {
     #[inline]
     fn answer(b: &Arc<Buffer>, param: cl_mem_info) -> ClResult<Info> {
         Ok(match param {
-            CL_MEM_TYPE => Info::value::<cl_mem_object_type>(CL_MEM_OBJECT_BUFFER),
+            CL_MEM_TYPE => Info::value::<cl_mem_object_type>(
+                b.image.map_or(CL_MEM_OBJECT_BUFFER, |i| i.image_type),
+            ),
             CL_MEM_FLAGS => Info::value::<cl_mem_flags>(b.flags),
             CL_MEM_SIZE => Info::value::<usize>(b.size),
             CL_MEM_HOST_PTR => Info::value::<*mut c_void>(b.host_ptr as *mut c_void),
@@ -200,7 +202,7 @@ impl InfoQuery for MemInfo {
                     .as_ref()
                     .map_or(std::ptr::null_mut(), |p| p.handle()),
             ),
-            CL_MEM_OFFSET => Info::value::<usize>(b.origin),
+            CL_MEM_OFFSET => Info::value::<usize>(if b.image.is_some() { 0 } else { b.origin }),
             _ => return Err(CL_INVALID_VALUE),
         })
     }
@@ -223,11 +225,21 @@ entry! {
     }
 }
 
-/// A buffer argument of an enqueue: valid, and of the queue's context.
-pub(crate) fn buffer_in(mem: cl_mem, context: &Arc<Context>) -> ClResult<Arc<Buffer>> {
+/// A memory object argument of an enqueue (a buffer or an image): valid, and of the
+/// queue's context.
+pub(crate) fn mem_in(mem: cl_mem, context: &Arc<Context>) -> ClResult<Arc<Buffer>> {
     let b = Buffer::from_handle(mem)?;
     if !Arc::ptr_eq(&b.context, context) {
         return Err(CL_INVALID_CONTEXT);
+    }
+    Ok(b)
+}
+
+/// A buffer argument of an enqueue: `CL_INVALID_MEM_OBJECT` for an image.
+pub(crate) fn buffer_in(mem: cl_mem, context: &Arc<Context>) -> ClResult<Arc<Buffer>> {
+    let b = mem_in(mem, context)?;
+    if b.image.is_some() {
+        return Err(CL_INVALID_MEM_OBJECT);
     }
     Ok(b)
 }

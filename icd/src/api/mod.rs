@@ -3,6 +3,7 @@
 pub mod context;
 pub mod enqueue;
 pub mod event;
+pub mod image;
 pub mod memory;
 pub mod platform;
 pub mod program;
@@ -11,6 +12,7 @@ pub mod unsupported;
 pub use context::*;
 pub use enqueue::*;
 pub use event::*;
+pub use image::*;
 pub use memory::*;
 pub use platform::*;
 pub use program::*;

@@ -9,6 +9,7 @@ use mirrorcl_runtime::device::Device;
 use mirrorcl_runtime::kernel::{ArgValue, Kernel};
 use mirrorcl_runtime::memory::Buffer;
 use mirrorcl_runtime::object::Handle;
+use mirrorcl_runtime::sampler::Sampler;
 use mirrorcl_runtime::program::Program;
 use mirrorcl_runtime::ClResult;
 use std::ffi::{c_void, CString};
@@ -497,6 +498,24 @@ fn mem_arg(k: &Kernel, arg_size: usize, arg_value: *const c_void) -> ClResult<Ar
     Ok(ArgValue::Mem(Some(b)))
 }
 
+/// A `sampler_t` argument: a sampler of the kernel's context. Not shown to the probes
+/// (they would take MirrorCL's handle for theirs); each device's vendor kernel gets its
+/// vendor's sampler at launch.
+fn sampler_arg(k: &Kernel, arg_size: usize, arg_value: *const c_void) -> ClResult<ArgValue> {
+    if arg_size != std::mem::size_of::<cl_sampler>() {
+        return Err(CL_INVALID_ARG_SIZE);
+    }
+    if arg_value.is_null() {
+        return Err(CL_INVALID_SAMPLER);
+    }
+    // SAFETY: arg_value points to a cl_sampler (size checked).
+    let s = Sampler::from_handle(unsafe { *(arg_value as *const cl_sampler) })?;
+    if !Arc::ptr_eq(&s.context, &k.program.context) {
+        return Err(CL_INVALID_SAMPLER);
+    }
+    Ok(ArgValue::Sampler(s))
+}
+
 /// Lets the vendor check a by-value or local argument on a kernel never enqueued.
 /// The probes keep the argument too, so work-group queries (local memory size) see it.
 fn probe_arg(
@@ -549,6 +568,9 @@ fn set_kernel_arg(
             probe_arg(&k, arg_index, arg_size, arg_value)?;
             ArgValue::Local(arg_size)
         }
+        Some(_) if k.arg_info.as_ref().is_some_and(|i| i[arg_index as usize].sampler) => {
+            sampler_arg(&k, arg_size, arg_value)?
+        }
         Some(_) => {
             if arg_value.is_null() {
                 return Err(CL_INVALID_ARG_VALUE);
@@ -572,6 +594,9 @@ fn set_kernel_arg(
                 .then(|| unsafe { *(arg_value as *const cl_mem) });
             match as_mem {
                 Some(m) if Buffer::from_handle(m).is_ok() => mem_arg(&k, arg_size, arg_value)?,
+                Some(m) if Sampler::from_handle(m).is_ok() => {
+                    sampler_arg(&k, arg_size, arg_value)?
+                }
                 _ if arg_value.is_null() => {
                     probe_arg(&k, arg_index, arg_size, arg_value)?;
                     ArgValue::Local(arg_size)
@@ -591,6 +616,10 @@ fn set_kernel_arg(
         let what: Vec<u8> = match &value {
             ArgValue::Mem(Some(b)) => b.id.to_le_bytes().to_vec(),
             ArgValue::Mem(None) => Vec::new(),
+            ArgValue::Sampler(s) => [s.normalized, s.addressing, s.filter]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
             ArgValue::Local(n) => n.to_le_bytes().to_vec(),
             ArgValue::Bytes(b) => b.clone(),
         };

@@ -1,7 +1,7 @@
 //! From a validated enqueue call to vendor commands. Arguments reaching this module are
 //! already validated. A command passes through its files in this order:
 //!
-//! 1. `buffer_commands`, `host_commands`, `kernel_command`: one builder per
+//! 1. `buffer_commands`, `image_commands`, `host_commands`, `kernel_command`: one builder per
 //!    `clEnqueue*` call turns its arguments into a [`Command`] (the buffer ranges it
 //!    touches and how) and its [`Work`] (the vendor call, or nothing to run), and submits
 //!    them.
@@ -16,6 +16,7 @@
 
 mod buffer_commands;
 mod host_commands;
+mod image_commands;
 mod issue;
 mod kernel_command;
 mod submit;
@@ -26,6 +27,9 @@ pub use buffer_commands::{
     copy_buffer, copy_rect, fill_buffer, finish_blocking, rect_span, rw_buffer, rw_rect, Rect,
 };
 pub use host_commands::{map_buffer, marker, migrate, unmap};
+pub use image_commands::{
+    copy_image, copy_image_buffer, fill_image, host_pitches, map_image, rw_image,
+};
 pub use issue::VendorWork;
 pub use kernel_command::ndrange;
 pub use submit::{attach, submit, Command, Work};

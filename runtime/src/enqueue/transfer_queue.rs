@@ -8,6 +8,7 @@ use crate::context::Context;
 use crate::device::Device;
 use crate::event::Event;
 use crate::memory::Buffer;
+use crate::vendor::ImageAt;
 use crate::ClResult;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -26,8 +27,18 @@ pub(super) fn local_copy(
     let tq = ctx.transfer_queue(device)?;
     let src = root.instance(src_dev)?;
     let dst = root.instance(device)?;
-    let work: VendorWork =
-        Box::new(move |q, waits, want| q.copy_buffer(&src, &dst, offset, offset, len, waits, want));
+    let work: VendorWork = match root.image {
+        Some(image) => {
+            let (origin, region) = image.region_of(&(offset..offset + len));
+            Box::new(move |q, waits, want| {
+                let at = |image| ImageAt { image, origin };
+                q.copy_image(at(&src), at(&dst), &region, waits, want)
+            })
+        }
+        None => Box::new(move |q, waits, want| {
+            q.copy_buffer(&src, &dst, offset, offset, len, waits, want)
+        }),
+    };
     Ok(issue_transfer(
         ctx,
         device,
@@ -54,22 +65,49 @@ pub(super) fn local_transfer(
 ) -> ClResult<Arc<Event>> {
     let tq = ctx.transfer_queue(device)?;
     let mem = root.instance(device)?;
-    let work: VendorWork = Box::new(move |q, waits, want| {
-        // SAFETY: the step keeps its host memory (the buffer's host copy, or a staging
-        // block held until its bytes are sent or written) until the command completes.
-        unsafe {
-            q.read_write(
-                &mem,
-                write,
-                false,
-                offset,
-                len,
-                host as *mut c_void,
-                waits,
-                want,
-            )
+    let work: VendorWork = match root.image {
+        // A piece of an image is one region, laid out at the host copy's pitches
+        // from `host` on.
+        Some(image) => {
+            let (origin, region) = image.region_of(&(offset..offset + len));
+            Box::new(move |q, waits, want| {
+                let at = ImageAt {
+                    image: &mem,
+                    origin,
+                };
+                // SAFETY: as below.
+                unsafe {
+                    q.read_write_image(
+                        at,
+                        write,
+                        false,
+                        &region,
+                        image.host_pitches(),
+                        host as *mut c_void,
+                        waits,
+                        want,
+                    )
+                }
+            })
         }
-    });
+        None => Box::new(move |q, waits, want| {
+            // SAFETY: the step keeps its host memory (the buffer's host copy, or a
+            // staging block held until its bytes are sent or written) until the command
+            // completes.
+            unsafe {
+                q.read_write(
+                    &mem,
+                    write,
+                    false,
+                    offset,
+                    len,
+                    host as *mut c_void,
+                    waits,
+                    want,
+                )
+            }
+        }),
+    };
     let command_type = if write {
         CL_COMMAND_WRITE_BUFFER
     } else {

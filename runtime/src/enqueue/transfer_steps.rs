@@ -34,12 +34,12 @@ pub(super) fn transfer(
 ) -> (u64, Arc<Event>) {
     let offset = step.range.start as usize;
     let len = (step.range.end - step.range.start) as usize;
-    let pieces = remote::pieces(offset, len);
     let root = buffers
         .iter()
         .find(|(b, _, _)| b.id == step.buffer)
         .map(|(b, _, _)| root_arc(b))
         .expect("steps are planned for the command's own buffers");
+    let pieces = root.transfer_pieces(offset, len);
     tracing::trace!(
         "step: buffer {} {:?} {:?} -> {:?}",
         step.buffer,
@@ -188,8 +188,10 @@ impl StepBytes<'_> {
     /// The staging blocks one side of a transfer between devices cycles its pieces
     /// through.
     fn staging_blocks(&self) -> ClResult<Vec<Arc<Staging>>> {
+        // An image's pieces are whole rows, which may exceed the usual piece size.
+        let size = self.pieces.iter().map(Range::len).max().unwrap_or(0);
         (0..remote::WINDOW.min(self.pieces.len()))
-            .map(|_| Staging::new(self.len.min(remote::piece_size(self.len))))
+            .map(|_| Staging::new(size))
             .collect()
     }
 }

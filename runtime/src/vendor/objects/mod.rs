@@ -118,7 +118,7 @@ macro_rules! reference_counted {
             }
 
             #[inline]
-            fn table(&self) -> &_cl_icd_dispatch {
+            pub(super) fn table(&self) -> &_cl_icd_dispatch {
                 // SAFETY: `self` holds a reference, so the object is live.
                 unsafe { dispatch(self.raw()) }
             }
@@ -161,6 +161,7 @@ macro_rules! reference_counted {
 
 mod context;
 mod event;
+mod image;
 mod memory;
 mod platform;
 mod program;
@@ -168,6 +169,7 @@ mod queue;
 
 pub use context::{ContextKey, VContext};
 pub use event::{EventNotify, VEvent};
+pub use image::{ImageAt, VSampler};
 pub use memory::VMem;
 pub use platform::{ContextNotify, VDevice, VPlatform};
 pub use program::{VKernel, VProgram};

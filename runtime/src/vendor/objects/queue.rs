@@ -23,7 +23,7 @@ impl VQueue {
     }
 
     /// Runs one enqueue call with the wait list and, when `want_event`, an event out.
-    fn enqueue(
+    pub(super) fn enqueue(
         waits: &[cl_event],
         want_event: bool,
         call: impl FnOnce(cl_uint, *const cl_event, *mut cl_event) -> cl_int,
