@@ -59,9 +59,7 @@ pub fn supported_formats(
                     .chunks_exact(8)
                     .map(|c| cl_image_format {
                         image_channel_order: u32::from_le_bytes(c[..4].try_into().expect("4")),
-                        image_channel_data_type: u32::from_le_bytes(
-                            c[4..].try_into().expect("4"),
-                        ),
+                        image_channel_data_type: u32::from_le_bytes(c[4..].try_into().expect("4")),
                     })
                     .collect::<Vec<_>>()
             });
@@ -120,10 +118,7 @@ fn channel_size(data_type: cl_channel_type) -> Option<usize> {
 /// order, a type or a pairing OpenCL 1.2 (§5.3.1.1) does not define.
 #[allow(non_upper_case_globals)]
 pub fn element_size(format: &cl_image_format) -> ClResult<usize> {
-    let (order, data_type) = (
-        format.image_channel_order,
-        format.image_channel_data_type,
-    );
+    let (order, data_type) = (format.image_channel_order, format.image_channel_data_type);
     let n = channels(order).ok_or(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR)?;
     let packed = match data_type {
         CL_UNORM_SHORT_565 | CL_UNORM_SHORT_555 => Some(2),
@@ -133,7 +128,11 @@ pub fn element_size(format: &cl_image_format) -> ClResult<usize> {
     let allowed = match order {
         CL_INTENSITY | CL_LUMINANCE => matches!(
             data_type,
-            CL_UNORM_INT8 | CL_UNORM_INT16 | CL_SNORM_INT8 | CL_SNORM_INT16 | CL_HALF_FLOAT
+            CL_UNORM_INT8
+                | CL_UNORM_INT16
+                | CL_SNORM_INT8
+                | CL_SNORM_INT16
+                | CL_HALF_FLOAT
                 | CL_FLOAT
         ),
         CL_RGB | CL_RGBx => packed.is_some(),
@@ -321,7 +320,10 @@ impl Image {
             self.image_type,
             CL_MEM_OBJECT_IMAGE3D | CL_MEM_OBJECT_IMAGE2D_ARRAY | CL_MEM_OBJECT_IMAGE1D_ARRAY
         );
-        (self.row_pitch, if has_slices { self.slice_pitch } else { 0 })
+        (
+            self.row_pitch,
+            if has_slices { self.slice_pitch } else { 0 },
+        )
     }
 
     /// The byte ranges of the host copy a transfer moves one at a time: each one vendor
@@ -494,7 +496,13 @@ mod tests {
         let img = image(CL_MEM_OBJECT_IMAGE1D_ARRAY, 5, 0, 0, 7);
         assert_eq!(img.extent(), [5, 7, 1]);
         assert_eq!(img.host_offset([2, 3, 0]), 3 * 20 + 8);
-        assert_eq!(img.check_region([0, 6, 0], [5, 2, 1]), Err(CL_INVALID_VALUE));
-        assert_eq!(img.check_region([0, 0, 0], [5, 7, 0]), Err(CL_INVALID_VALUE));
+        assert_eq!(
+            img.check_region([0, 6, 0], [5, 2, 1]),
+            Err(CL_INVALID_VALUE)
+        );
+        assert_eq!(
+            img.check_region([0, 0, 0], [5, 7, 0]),
+            Err(CL_INVALID_VALUE)
+        );
     }
 }

@@ -244,7 +244,8 @@ impl Buffer {
             (Some(image), parent) => {
                 // A 1D image buffer is made on its buffer's instance.
                 let buffer = parent.as_ref().map(|p| p.instance(device)).transpose()?;
-                let desc = image.vendor_desc(buffer.as_ref().map_or(std::ptr::null_mut(), |b| b.raw()));
+                let desc =
+                    image.vendor_desc(buffer.as_ref().map_or(std::ptr::null_mut(), |b| b.raw()));
                 vctx.create_image(CL_MEM_READ_WRITE, &image.format, &desc)?
             }
             (None, None) => vctx.create_buffer(CL_MEM_READ_WRITE, self.size)?,

@@ -948,6 +948,7 @@ pub const CLUSTER_PROGRAMS: &[&str] = &[
     "cluster_diverge",
     "cluster_crash",
     "cluster_fail",
+    "cluster_images",
 ];
 
 #[cfg(test)]

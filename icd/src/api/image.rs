@@ -91,8 +91,7 @@ fn create_image(
                 return Err(CL_INVALID_IMAGE_DESCRIPTOR);
             }
             // The image's memory is the buffer's: no host pointer of its own.
-            if flags & (CL_MEM_USE_HOST_PTR | CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR) != 0
-            {
+            if flags & (CL_MEM_USE_HOST_PTR | CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR) != 0 {
                 return Err(CL_INVALID_VALUE);
             }
             if image.host_bytes() > b.size {
@@ -530,9 +529,11 @@ fn copy_image(
     let (src_origin, region) = region_in(&s, src_origin, region)?;
     let dst_origin = triple(dst_origin)?;
     d.check_region(dst_origin, region)?;
-    if Arc::ptr_eq(&src, &dst) && (0..3).all(|i| {
-        src_origin[i] < dst_origin[i] + region[i] && dst_origin[i] < src_origin[i] + region[i]
-    }) {
+    if Arc::ptr_eq(&src, &dst)
+        && (0..3).all(|i| {
+            src_origin[i] < dst_origin[i] + region[i] && dst_origin[i] < src_origin[i] + region[i]
+        })
+    {
         return Err(CL_MEM_COPY_OVERLAP);
     }
     let ev = rt::copy_image(&q, &src, &dst, src_origin, dst_origin, region, waits)?;

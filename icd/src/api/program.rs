@@ -9,8 +9,8 @@ use mirrorcl_runtime::device::Device;
 use mirrorcl_runtime::kernel::{ArgValue, Kernel};
 use mirrorcl_runtime::memory::Buffer;
 use mirrorcl_runtime::object::Handle;
-use mirrorcl_runtime::sampler::Sampler;
 use mirrorcl_runtime::program::Program;
+use mirrorcl_runtime::sampler::Sampler;
 use mirrorcl_runtime::ClResult;
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
@@ -568,7 +568,11 @@ fn set_kernel_arg(
             probe_arg(&k, arg_index, arg_size, arg_value)?;
             ArgValue::Local(arg_size)
         }
-        Some(_) if k.arg_info.as_ref().is_some_and(|i| i[arg_index as usize].sampler) => {
+        Some(_)
+            if k.arg_info
+                .as_ref()
+                .is_some_and(|i| i[arg_index as usize].sampler) =>
+        {
             sampler_arg(&k, arg_size, arg_value)?
         }
         Some(_) => {
@@ -594,9 +598,7 @@ fn set_kernel_arg(
                 .then(|| unsafe { *(arg_value as *const cl_mem) });
             match as_mem {
                 Some(m) if Buffer::from_handle(m).is_ok() => mem_arg(&k, arg_size, arg_value)?,
-                Some(m) if Sampler::from_handle(m).is_ok() => {
-                    sampler_arg(&k, arg_size, arg_value)?
-                }
+                Some(m) if Sampler::from_handle(m).is_ok() => sampler_arg(&k, arg_size, arg_value)?,
                 _ if arg_value.is_null() => {
                     probe_arg(&k, arg_index, arg_size, arg_value)?;
                     ArgValue::Local(arg_size)

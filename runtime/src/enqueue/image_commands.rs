@@ -40,12 +40,12 @@ fn whole(image: &Arc<Buffer>, mode: Mode) -> (Arc<Buffer>, std::ops::Range<usize
 /// 1D array's layers are its rows, at the slice pitch).
 fn host_span(image: &Image, ptr: usize, region: [usize; 3], pitches: (usize, usize)) -> HostSpan {
     let row = region[0] * image.element_size;
-    let (rows, slices, row_pitch, slice_pitch) =
-        if image.image_type == CL_MEM_OBJECT_IMAGE1D_ARRAY {
-            (region[1], 1, pitches.1, pitches.1 * region[1])
-        } else {
-            (region[1], region[2], pitches.0, pitches.1)
-        };
+    let (rows, slices, row_pitch, slice_pitch) = if image.image_type == CL_MEM_OBJECT_IMAGE1D_ARRAY
+    {
+        (region[1], 1, pitches.1, pitches.1 * region[1])
+    } else {
+        (region[1], region[2], pitches.0, pitches.1)
+    };
     HostSpan::Rect {
         ptr,
         origin: [0; 3],
@@ -92,8 +92,8 @@ pub fn rw_image(
     let m = device_instance(queue, image);
     let shape = shape(image);
     if write && crate::verify::enabled() {
-        // SAFETY: the application's region at its pitches (validated).
         let span = host_span(&shape, ptr as usize, region, pitches);
+        // SAFETY: the application's region at its pitches (validated).
         let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, span_end(&span)) };
         crate::verify::note("clEnqueueWriteImage (data)", &[bytes]);
     }
@@ -265,7 +265,10 @@ pub fn copy_image_buffer(
     let b = device_instance(queue, buffer);
     let bytes = offset..offset + shape(image).region_bytes(region);
     let accesses = if to_buffer {
-        vec![whole(image, Mode::Read), (buffer.clone(), bytes, Mode::Write)]
+        vec![
+            whole(image, Mode::Read),
+            (buffer.clone(), bytes, Mode::Write),
+        ]
     } else {
         vec![
             (buffer.clone(), bytes, Mode::Read),

@@ -54,15 +54,13 @@ pub fn ndrange(
                 }
             }
             ArgValue::Mem(None) => VendorArg::Mem(None),
-            ArgValue::Sampler(s) if queue.device.local() => {
-                match s.instance(&queue.device) {
-                    Ok(v) => VendorArg::Sampler(v),
-                    Err(rc) => {
-                        instance_failure.get_or_insert(rc);
-                        VendorArg::Mem(None)
-                    }
+            ArgValue::Sampler(s) if queue.device.local() => match s.instance(&queue.device) {
+                Ok(v) => VendorArg::Sampler(v),
+                Err(rc) => {
+                    instance_failure.get_or_insert(rc);
+                    VendorArg::Mem(None)
                 }
-            }
+            },
             // Never set: the command does not run here.
             ArgValue::Sampler(_) => VendorArg::Mem(None),
             ArgValue::Local(n) => VendorArg::Local(*n),
