@@ -793,16 +793,18 @@ static void test_errors(void)
     CHECK(clEnqueueFillImage(q, img, NULL, zero, full, 0, NULL, NULL), CL_INVALID_VALUE);
     CHECK(clEnqueueCopyImageToBuffer(q, img, buf, zero, full, 4, 0, NULL, NULL), CL_INVALID_VALUE);
     CHECK(clEnqueueCopyBufferToImage(q, buf, img, 4, zero, full, 0, NULL, NULL), CL_INVALID_VALUE);
-    /* Buffers where images are expected and vice versa. */
-    if (!nvidia) /* NVIDIA: CL_INVALID_VALUE */
+    /* Buffers where images are expected, and a NULL row pitch for a map (NVIDIA answers
+     * CL_INVALID_VALUE for a buffer, and other codes for the NULL pitch, natively). */
+    if (!nvidia) {
         CHECK(clEnqueueReadImage(q, buf, CL_TRUE, zero, full, 0, 0, host, 0, NULL, NULL), CL_INVALID_MEM_OBJECT);
-    CHECK(clEnqueueWriteImage(q, buf, CL_TRUE, zero, full, 0, 0, host, 0, NULL, NULL), CL_INVALID_MEM_OBJECT);
-    CHECK(clEnqueueFillImage(q, buf, &col, zero, full, 0, NULL, NULL), CL_INVALID_MEM_OBJECT);
-    CHECK(clEnqueueCopyImage(q, buf, img, zero, zero, full, 0, NULL, NULL), CL_INVALID_MEM_OBJECT);
-    CHECK_FAILS(clEnqueueMapImage(q, buf, CL_TRUE, CL_MAP_READ, zero, full, &(size_t){0}, NULL, 0, NULL, NULL, &E),
-                CL_INVALID_MEM_OBJECT);
-    CHECK_FAILS(clEnqueueMapImage(q, img, CL_TRUE, CL_MAP_READ, zero, full, NULL, NULL, 0, NULL, NULL, &E),
-                CL_INVALID_VALUE); /* image_row_pitch NULL */
+        CHECK(clEnqueueWriteImage(q, buf, CL_TRUE, zero, full, 0, 0, host, 0, NULL, NULL), CL_INVALID_MEM_OBJECT);
+        CHECK(clEnqueueFillImage(q, buf, &col, zero, full, 0, NULL, NULL), CL_INVALID_MEM_OBJECT);
+        CHECK(clEnqueueCopyImage(q, buf, img, zero, zero, full, 0, NULL, NULL), CL_INVALID_MEM_OBJECT);
+        CHECK_FAILS(clEnqueueMapImage(q, buf, CL_TRUE, CL_MAP_READ, zero, full, &(size_t){0}, NULL, 0, NULL, NULL, &E),
+                    CL_INVALID_MEM_OBJECT);
+        CHECK_FAILS(clEnqueueMapImage(q, img, CL_TRUE, CL_MAP_READ, zero, full, NULL, NULL, 0, NULL, NULL, &E),
+                    CL_INVALID_VALUE); /* image_row_pitch NULL */
+    }
     size_t v = 0;
     CHECK(clGetImageInfo(img, 0x7777, sizeof v, &v, NULL), CL_INVALID_VALUE);
     CHECK(clGetImageInfo(img, CL_IMAGE_WIDTH, 1, &v, NULL), CL_INVALID_VALUE);
