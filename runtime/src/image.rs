@@ -207,10 +207,17 @@ impl Image {
         let packed_row = width
             .checked_mul(element_size)
             .ok_or(CL_INVALID_IMAGE_SIZE)?;
-        if !with_host_ptr && (desc.image_row_pitch != 0 || desc.image_slice_pitch != 0) {
+        // A 1D image buffer lies packed in its buffer: a pitch given for it (the
+        // conformance suite gives the row's size; vendors accept it) is not used.
+        let from_buffer = desc.image_type == CL_MEM_OBJECT_IMAGE1D_BUFFER;
+        if !with_host_ptr
+            && !from_buffer
+            && (desc.image_row_pitch != 0 || desc.image_slice_pitch != 0)
+        {
             return Err(CL_INVALID_IMAGE_DESCRIPTOR);
         }
         let row_pitch = match desc.image_row_pitch {
+            _ if from_buffer => packed_row,
             0 => packed_row,
             p if p < packed_row || p % element_size != 0 => {
                 return Err(CL_INVALID_IMAGE_DESCRIPTOR)
