@@ -47,6 +47,25 @@ pub(crate) fn check_host_access(b: &Buffer, read: bool) -> ClResult<()> {
     Ok(())
 }
 
+/// A map's flags: known and not contradictory (`CL_INVALID_VALUE`), and allowed by the
+/// memory object's host access flags (`CL_INVALID_OPERATION`).
+pub(crate) fn check_map_flags(b: &Buffer, map_flags: cl_map_flags) -> ClResult<()> {
+    let known = CL_MAP_READ | CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION;
+    if map_flags & !known != 0
+        || (map_flags & CL_MAP_WRITE_INVALIDATE_REGION != 0
+            && map_flags & (CL_MAP_READ | CL_MAP_WRITE) != 0)
+    {
+        return Err(CL_INVALID_VALUE);
+    }
+    if map_flags & CL_MAP_READ != 0 {
+        check_host_access(b, true)?;
+    }
+    if map_flags & (CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION) != 0 {
+        check_host_access(b, false)?;
+    }
+    Ok(())
+}
+
 /// `clEnqueueReadBuffer` (`write == false`) and `clEnqueueWriteBuffer`.
 #[allow(clippy::too_many_arguments)]
 fn rw_buffer(
@@ -514,19 +533,7 @@ fn enqueue_map_buffer(
     let (q, waits) = begin(queue, num_events_in_wait_list, event_wait_list)?;
     let b = buffer_in(buffer, &q.context)?;
     check_range(&b, offset, size)?;
-    let known = CL_MAP_READ | CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION;
-    if map_flags & !known != 0
-        || (map_flags & CL_MAP_WRITE_INVALIDATE_REGION != 0
-            && map_flags & (CL_MAP_READ | CL_MAP_WRITE) != 0)
-    {
-        return Err(CL_INVALID_VALUE);
-    }
-    if map_flags & CL_MAP_READ != 0 {
-        check_host_access(&b, true)?;
-    }
-    if map_flags & (CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION) != 0 {
-        check_host_access(&b, false)?;
-    }
+    check_map_flags(&b, map_flags)?;
     let (ev, ptr) = rt::map_buffer(
         &q,
         &b,

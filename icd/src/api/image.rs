@@ -1,7 +1,7 @@
 //! Image and sampler entry points (OpenCL 1.2 §5.3, §5.5): validation per the
 //! specification, then the runtime, where an image is a buffer with a shape.
 
-use crate::api::enqueue::{begin, check_host_access, check_region, triple};
+use crate::api::enqueue::{begin, check_host_access, check_map_flags, check_region, triple};
 use crate::api::memory::{buffer_in, check_flags, mem_in};
 use crate::info::{return_event, Info, InfoQuery};
 use mirrorcl_runtime::cl::*;
@@ -669,19 +669,7 @@ fn map_image(
     if image_row_pitch.is_null() || (has_slices && image_slice_pitch.is_null()) {
         return Err(CL_INVALID_VALUE);
     }
-    let known = CL_MAP_READ | CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION;
-    if map_flags & !known != 0
-        || (map_flags & CL_MAP_WRITE_INVALIDATE_REGION != 0
-            && map_flags & (CL_MAP_READ | CL_MAP_WRITE) != 0)
-    {
-        return Err(CL_INVALID_VALUE);
-    }
-    if map_flags & CL_MAP_READ != 0 {
-        check_host_access(&b, true)?;
-    }
-    if map_flags & (CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION) != 0 {
-        check_host_access(&b, false)?;
-    }
+    check_map_flags(&b, map_flags)?;
     let (ev, ptr, (row, slice)) = rt::map_image(
         &q,
         &b,
