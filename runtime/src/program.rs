@@ -368,10 +368,23 @@ impl Program {
         vp.build_info(vdev, param)
     }
 
-    /// Whether a build, compile or link was attempted for `device` (before that, the
-    /// answers are the specification's defaults, whatever the vendor says).
-    fn attempted(&self, device: &Device) -> bool {
-        self.build.lock().attempted.contains(&device.index)
+    /// The device whose build answers for `device`: itself once a build, compile or link
+    /// was attempted for it, else its nearest ancestor for which one was; None before
+    /// (then the answers are the specification's defaults, whatever the vendor says).
+    /// A vendor builds one executable for a device and its sub-devices (PoCL answers a
+    /// sub-device's build queries from its parent's build and runs the parent's kernels
+    /// on it; the CTS `device_partition` suite builds for the parent only and runs on the
+    /// sub-devices). Every rank gets the same answer: the ancestor's status and log are
+    /// shared like any device's.
+    fn answering<'a>(&self, device: &'a Device) -> Option<&'a Device> {
+        let b = self.build.lock();
+        let mut d = device;
+        loop {
+            if b.attempted.contains(&d.index) {
+                return Some(d);
+            }
+            d = d.parent.as_deref()?;
+        }
     }
 
     fn remote(&self, device: &Device) -> RemoteBuild {
@@ -383,9 +396,9 @@ impl Program {
     }
 
     pub fn build_status(&self, device: &Device) -> cl_build_status {
-        if !self.attempted(device) {
+        let Some(device) = self.answering(device) else {
             return CL_BUILD_NONE;
-        }
+        };
         if !device.local() {
             return self.remote(device).status;
         }
@@ -400,9 +413,9 @@ impl Program {
     /// the others' logs empty; they get the log of a device of the same vendor, which
     /// compiled the same source.
     pub fn build_log(&self, device: &Device) -> String {
-        if !self.attempted(device) {
+        let Some(device) = self.answering(device) else {
             return String::new();
-        }
+        };
         if !device.local() {
             return self.remote(device).log;
         }
@@ -424,9 +437,11 @@ impl Program {
     }
 
     pub fn binary_type(&self, device: &Device) -> cl_program_binary_type {
-        if !self.attempted(device) && self.source.is_some() {
-            return CL_PROGRAM_BINARY_TYPE_NONE;
-        }
+        let device = match self.answering(device) {
+            Some(d) => d,
+            None if self.source.is_some() => return CL_PROGRAM_BINARY_TYPE_NONE,
+            None => device,
+        };
         if !device.local() {
             return self.remote(device).binary_type;
         }
