@@ -351,6 +351,23 @@ static void check_sub_devices(cl_platform_id platform, cl_device_id dev)
         CHECK(clCreateSubDevices(dev, eq, 64, out, &nout), CL_INVALID_VALUE);
         return;
     }
+    /* EQUALLY by all the units is no partition, by more is a wrong count (the CTS api
+       negative_create_sub_devices; PoCL 3.1 creates one sub-device for the first and
+       answers CL_INVALID_VALUE to the second). */
+    {
+        cl_device_partition_property whole[] = {CL_DEVICE_PARTITION_EQUALLY, (cl_device_partition_property)cu, 0};
+        cl_int rc = clCreateSubDevices(dev, whole, 64, out, &nout);
+        CHECK_NATIVE_DEVIATES(rc, CL_DEVICE_PARTITION_FAILED, CL_SUCCESS);
+        if (rc == CL_SUCCESS)
+            for (cl_uint i = 0; i < nout; i++)
+                MUST(clReleaseDevice(out[i]));
+        whole[1] = (cl_device_partition_property)cu + 1;
+        rc = clCreateSubDevices(dev, whole, 64, out, &nout);
+        CHECK_NATIVE_DEVIATES(rc, CL_INVALID_DEVICE_PARTITION_COUNT, CL_INVALID_VALUE);
+        if (rc == CL_SUCCESS)
+            for (cl_uint i = 0; i < nout; i++)
+                MUST(clReleaseDevice(out[i]));
+    }
     if (cu < 2 || maxsub < 2) {
         printf("  (device has %u compute units: not partitioned)\n", cu);
         return;
