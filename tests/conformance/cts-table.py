@@ -2,6 +2,7 @@
 """Turns the logs of run-cts.sh into the table of docs/conformance.md.
 
     cts-table.py LOGDIR      # LOGDIR/<suite>.list, LOGDIR/<mode>/<suite>.{log,rc,secs}
+    cts-table.py --remaining LOG LIST   # sub-tests not reached (run-cts.sh, after a crash)
 
 Each sub-test of a suite's list is: pass, FAIL, skip, crash (started, no result, the
 process died), timeout (started, no result, killed at the time limit) or not run (after a
@@ -26,53 +27,95 @@ def read(path, default=""):
 
 
 def test_list(logdir, suite):
+    return test_list_file(os.path.join(logdir, suite + ".list"))
+
+
+def test_list_file(path):
     names = []
-    for line in read(os.path.join(logdir, suite + ".list")).splitlines():
+    for line in read(path).splitlines():
         if line.startswith("\t") and line.strip():
             names.append(line.strip())
     return names
 
 
+def scan(text, names):
+    """Statuses of the sub-tests in one log (possibly several runs, each ended by
+    "### run-cts: rc=N"), the notes (crashes, timeouts), the sub-test running at the end
+    of a log without that line, whether the last run died in a sub-test (a crash, or an
+    abort under mpirun, whose code is 1 like a failure) and why sub-tests were skipped."""
+    known = set(names)
+    status, notes, started, last_started = {}, [], None, False
+    why, prev = {}, ""  # why a sub-test was skipped: the line the suite printed before
+
+    def ended(rc):
+        nonlocal started, last_started
+        last_started = False
+        if started is not None and started not in status:
+            status[started] = "timeout" if rc in ("124", "137") else "crash"
+            notes.append(f"{status[started]} in `{started}`")
+            last_started = True
+        elif rc in ("124", "137"):
+            notes.append("timeout")
+        started = None
+
+    for line in text.splitlines():
+        line = line.strip()
+        m = re.match(r"^### run-cts: rc=(\d+)$", line)
+        if m:
+            ended(m.group(1))
+            continue
+        m = re.search(r"(?:^|\s)(\S+)\.\.\.$", line)
+        if m and m.group(1) in known:
+            if started is None or started in status:
+                started = m.group(1)
+            continue
+        # A sub-test's own output may precede the harness' verdict on the line.
+        m = re.search(r"(?:^|\s)(\S+) (passed|FAILED|test not supported"
+                      r"|test currently not implemented|skipped \(requires.*)$", line)
+        if m and m.group(1) in known:
+            word = m.group(2)
+            status[m.group(1)] = {"passed": "pass", "FAILED": "FAIL"}.get(word, "skip")
+            if word.startswith("skipped (requires"):
+                why[m.group(1)] = re.sub(r"^skipped \((requires [^,]*).*", r"\1", word)
+            elif status[m.group(1)] == "skip":
+                why[m.group(1)] = prev if prev != m.group(1) + "..." else word
+            continue
+        m = re.match(r"^Test (skipped|failed) while initialization", line)
+        if m:
+            for n in names:
+                status.setdefault(n, "skip" if m.group(1) == "skipped" else "FAIL")
+        if line:
+            prev = line[:100]
+    return status, notes, started, last_started, why
+
+
+def remaining(logfile, listfile):
+    """The sub-tests of the list not reached yet, one a line, if the last run died in a
+    sub-test (a timeout excepted: run-cts.sh stops then)."""
+    names = test_list_file(listfile)
+    status, _, _, last_started, _ = scan(read(logfile), names)
+    if last_started:
+        for n in names:
+            if n not in status:
+                print(n)
+
+
 def parse(logdir, mode, suite, names):
-    """Returns ({test: status}, note) for one run, or None if it was not run."""
+    """Returns ({test: status}, note) for one suite and mode, or None if not run."""
     base = os.path.join(logdir, mode, suite)
     if not os.path.exists(base + ".log"):
         return None
     text = read(base + ".log")
     rc = read(base + ".rc", "?").strip()
-    known = set(names)
-    status, started = {}, None
-    for line in text.splitlines():
-        line = line.strip()
-        m = re.search(r"(?:^|\s)(\S+)\.\.\.$", line)
-        if m and m.group(1) in known:
-            started = m.group(1)
-            continue
-        # A sub-test's own output may precede the harness' verdict on the line.
-        m = re.search(r"(?:^|\s)(\S+) (passed|FAILED|test not supported|test currently not implemented"
-                     r"|skipped \(requires.*)$", line)
-        if m and m.group(1) in known:
-            word = m.group(2)
-            status[m.group(1)] = {"passed": "pass", "FAILED": "FAIL"}.get(word, "skip")
-            if m.group(1) == started:
-                started = None
-            continue
-        m = re.match(r"^Test (skipped|failed) while initialization", line)
-        if m:
-            for n in names:
-                status[n] = "skip" if m.group(1) == "skipped" else "FAIL"
-    note = ""
-    killed = rc in ("124", "137")
-    if started is not None and started not in status:
-        status[started] = "timeout" if killed else "crash"
-        note = f"{status[started]} in `{started}`"
-    elif killed:
-        note = "timeout"
-    elif rc not in ("0", "1") and not status:
-        note = f"exit {rc}"
+    status, notes, started, _, why = scan(text, names)
+    if started is not None:  # a log without the end-of-run line
+        text += f"\n### run-cts: rc={rc}\n"
+        status, notes, _, _, why = scan(text, names)
+    if not status and rc not in ("0", "1"):
+        notes.append(f"exit {rc}")
     for n in names:
         status.setdefault(n, "not run")
-    return status, note
+    return status, ", ".join(notes), why
 
 
 def cell(st, note):
@@ -89,6 +132,9 @@ def cell(st, note):
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--remaining":
+        remaining(sys.argv[2], sys.argv[3])
+        return
     logdir = sys.argv[1] if len(sys.argv) > 1 else "target/cts/logs"
     results = {}
     print("| suite | sub-tests | " + " | ".join(label for _, label in MODES) + " |")
@@ -101,13 +147,14 @@ def main():
         for mode, _ in MODES:
             r = parse(logdir, mode, suite, names)
             results[(suite, mode)] = r
-            row.append("—" if r is None else cell(*r))
+            row.append("—" if r is None else cell(r[0], r[1]))
         print("| " + " | ".join(row) + " |")
     print()
     print("Cells: sub-tests passed / sub-tests run (not skipped by the suite itself).")
     print()
-    print("Sub-tests that pass natively but not on MirrorCL:")
+    print("Sub-tests that pass natively and fail, crash or time out on MirrorCL:")
     print()
+    skipped, unreached = [], {}
     any_exc = False
     for suite in SUITES:
         native = results.get((suite, "native"))
@@ -116,16 +163,34 @@ def main():
         for test in sorted(native[0]):
             if native[0][test] != "pass":
                 continue
-            bad = []
+            bad, skip = [], []
             for mode, label in MODES[1:]:
                 r = results.get((suite, mode))
-                if r is not None and r[0][test] != "pass":
+                if r is None or r[0][test] == "pass":
+                    continue
+                if r[0][test] == "skip":
+                    skip.append((mode, r[2].get(test, "")))
+                elif r[0][test] == "not run":
+                    unreached[(suite, mode)] = unreached.get((suite, mode), 0) + 1
+                else:
                     bad.append(f"{mode}: {r[0][test]}")
             if bad:
                 any_exc = True
                 print(f"- `{suite}` `{test}`: " + ", ".join(bad))
+            if skip:
+                reasons = sorted(set(w for _, w in skip))
+                skipped.append(f"- `{suite}` `{test}` ({', '.join(m for m, _ in skip)}): "
+                               + "; ".join(reasons))
+    for (suite, mode), n in unreached.items():
+        any_exc = True
+        note = results[(suite, mode)][1] or "run stopped"
+        print(f"- `{suite}` {mode}: {n} more not reached ({note})")
     if not any_exc:
         print("- none")
+    print()
+    print("Sub-tests that pass natively and that the suite skips on MirrorCL (its reason):")
+    print()
+    print("\n".join(skipped) if skipped else "- none")
     print()
     print("Sub-tests that fail natively (PoCL):")
     print()
