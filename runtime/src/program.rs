@@ -254,9 +254,36 @@ impl Program {
         }
     }
 
+    /// `list` and the program's devices descending from one in it (empty = all of the
+    /// program's). A vendor builds one executable for a device and its sub-devices (PoCL
+    /// answers a sub-device's build queries from its parent's build and runs the parent's
+    /// kernels on it; the CTS `device_partition` suite builds for the parent only and runs
+    /// on the sub-devices), so a build or compile for a device covers its sub-devices in
+    /// the program, with their own vendor status and log, in every vendor-context layout.
+    fn with_sub_devices(&self, list: &[Arc<Device>]) -> Vec<Arc<Device>> {
+        let mut out = list.to_vec();
+        if list.is_empty() {
+            return out;
+        }
+        for d in &self.devices {
+            let mut up = d.parent.as_ref();
+            while let Some(p) = up {
+                if list.iter().any(|l| l.index == p.index) {
+                    if !out.iter().any(|o| o.index == d.index) {
+                        out.push(d.clone());
+                    }
+                    break;
+                }
+                up = p.parent.as_ref();
+            }
+        }
+        out
+    }
+
     /// `clBuildProgram` for `devices` (empty = all of the program's).
     pub fn build(&self, devices: &[Arc<Device>], options: &str) -> ClResult<()> {
         let opts = CString::new(options).map_err(|_| CL_INVALID_BUILD_OPTIONS)?;
+        let devices = &self.with_sub_devices(devices)[..];
         self.note_attempt(options, devices);
         let mut result = Ok(());
         for (_, vp, vdevs) in self.per_vendor(devices) {
@@ -283,6 +310,7 @@ impl Program {
         headers: &[(Arc<Program>, CString)],
     ) -> ClResult<()> {
         let opts = CString::new(options).map_err(|_| CL_INVALID_COMPILER_OPTIONS)?;
+        let devices = &self.with_sub_devices(devices)[..];
         self.note_attempt(options, devices);
         let mut result = Ok(());
         for (vendor, vp, vdevs) in self.per_vendor(devices) {
@@ -368,23 +396,10 @@ impl Program {
         vp.build_info(vdev, param)
     }
 
-    /// The device whose build answers for `device`: itself once a build, compile or link
-    /// was attempted for it, else its nearest ancestor for which one was; None before
-    /// (then the answers are the specification's defaults, whatever the vendor says).
-    /// A vendor builds one executable for a device and its sub-devices (PoCL answers a
-    /// sub-device's build queries from its parent's build and runs the parent's kernels
-    /// on it; the CTS `device_partition` suite builds for the parent only and runs on the
-    /// sub-devices). Every rank gets the same answer: the ancestor's status and log are
-    /// shared like any device's.
-    fn answering<'a>(&self, device: &'a Device) -> Option<&'a Device> {
-        let b = self.build.lock();
-        let mut d = device;
-        loop {
-            if b.attempted.contains(&d.index) {
-                return Some(d);
-            }
-            d = d.parent.as_deref()?;
-        }
+    /// Whether a build, compile or link was attempted for `device` (before that, the
+    /// answers are the specification's defaults, whatever the vendor says).
+    fn attempted(&self, device: &Device) -> bool {
+        self.build.lock().attempted.contains(&device.index)
     }
 
     fn remote(&self, device: &Device) -> RemoteBuild {
@@ -396,9 +411,9 @@ impl Program {
     }
 
     pub fn build_status(&self, device: &Device) -> cl_build_status {
-        let Some(device) = self.answering(device) else {
+        if !self.attempted(device) {
             return CL_BUILD_NONE;
-        };
+        }
         if !device.local() {
             return self.remote(device).status;
         }
@@ -413,9 +428,9 @@ impl Program {
     /// the others' logs empty; they get the log of a device of the same vendor, which
     /// compiled the same source.
     pub fn build_log(&self, device: &Device) -> String {
-        let Some(device) = self.answering(device) else {
+        if !self.attempted(device) {
             return String::new();
-        };
+        }
         if !device.local() {
             return self.remote(device).log;
         }
@@ -437,11 +452,9 @@ impl Program {
     }
 
     pub fn binary_type(&self, device: &Device) -> cl_program_binary_type {
-        let device = match self.answering(device) {
-            Some(d) => d,
-            None if self.source.is_some() => return CL_PROGRAM_BINARY_TYPE_NONE,
-            None => device,
-        };
+        if !self.attempted(device) && self.source.is_some() {
+            return CL_PROGRAM_BINARY_TYPE_NONE;
+        }
         if !device.local() {
             return self.remote(device).binary_type;
         }

@@ -45,7 +45,9 @@ def scan(text, names):
     abort under mpirun, whose code is 1 like a failure) and why sub-tests were skipped."""
     known = set(names)
     status, notes, started, last_started = {}, [], None, False
-    why, prev = {}, ""  # why a sub-test was skipped: the line the suite printed before
+    # Why a sub-test was skipped: the last line of its output about support or skipping,
+    # else the verdict.
+    why, said = {}, ""
 
     def ended(rc):
         nonlocal started, last_started
@@ -68,6 +70,7 @@ def scan(text, names):
         if m and m.group(1) in known:
             if started is None or started in status:
                 started = m.group(1)
+            said = ""
             continue
         # A sub-test's own output may precede the harness' verdict on the line.
         m = re.search(r"(?:^|\s)(\S+) (passed|FAILED|test not supported"
@@ -78,14 +81,14 @@ def scan(text, names):
             if word.startswith("skipped (requires"):
                 why[m.group(1)] = re.sub(r"^skipped \((requires [^,]*).*", r"\1", word)
             elif status[m.group(1)] == "skip":
-                why[m.group(1)] = prev if prev != m.group(1) + "..." else word
+                why[m.group(1)] = said or word
             continue
         m = re.match(r"^Test (skipped|failed) while initialization", line)
         if m:
             for n in names:
                 status.setdefault(n, "skip" if m.group(1) == "skipped" else "FAIL")
-        if line:
-            prev = line[:100]
+        if re.search(r"support|skip", line, re.I):
+            said = line[:100]
     return status, notes, started, last_started, why
 
 
