@@ -352,6 +352,7 @@ impl Event {
             match cb {
                 Callback::User { stage, f, data } => {
                     let arg = if status < 0 { status } else { stage };
+                    let _in_callback = InCallback::enter();
                     // SAFETY: the application registered this callback for this event.
                     let _ =
                         std::panic::catch_unwind(|| unsafe { f(handle, arg, data as *mut c_void) });
@@ -606,6 +607,58 @@ pub fn wait_all(events: &[Arc<Event>]) -> ClResult<()> {
         Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
     } else {
         Ok(())
+    }
+}
+
+thread_local! {
+    /// How deep this thread is in application event callbacks.
+    static IN_CALLBACK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// While it lives, this thread runs an application event callback.
+struct InCallback(());
+
+impl InCallback {
+    fn enter() -> InCallback {
+        IN_CALLBACK.with(|d| d.set(d.get() + 1));
+        InCallback(())
+    }
+}
+
+impl Drop for InCallback {
+    fn drop(&mut self) {
+        IN_CALLBACK.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+/// `CL_EVENT_COMMAND_EXECUTION_STATUS`. In a cluster the ranks agree on it: the command's
+/// owner reports its status (a collective: every replica polls in the same order), so a
+/// program that branches on a polled status (the CTS `events` `waitlists`) takes the same
+/// branch, and makes the same calls, on every rank. In an event callback, which runs at
+/// different times on different ranks, the status is this rank's own.
+pub fn polled_status(event: &Arc<Event>) -> cl_int {
+    // Events nobody waits on learn of completion when asked.
+    event.poll();
+    let node = crate::node::node();
+    let Some(owner) = event.owner() else {
+        return event.status();
+    };
+    if !node.is_cluster() || IN_CALLBACK.with(|d| d.get()) > 0 {
+        return event.status();
+    }
+    let mine = EventStatuses(if owner == node.rank {
+        vec![(0, event.status())]
+    } else {
+        Vec::new()
+    });
+    let answer = (node.exchange(&mine).into_iter().nth(owner as usize))
+        .and_then(|EventStatuses(s)| s.first().map(|&(_, status)| status));
+    match answer {
+        Some(status) => {
+            event.adopt(status);
+            status
+        }
+        None => event.status(),
     }
 }
 

@@ -66,14 +66,14 @@ def scan(text, names):
         if m:
             ended(m.group(1))
             continue
-        m = re.search(r"(?:^|\s)(\S+)\.\.\.$", line)
+        m = re.search(r"(\w+)\.\.\.$", line)
         if m and m.group(1) in known:
             if started is None or started in status:
                 started = m.group(1)
             said = ""
             continue
         # A sub-test's own output may precede the harness' verdict on the line.
-        m = re.search(r"(?:^|\s)(\S+) (passed|FAILED|test not supported"
+        m = re.search(r"(\w+) (passed|FAILED|test not supported"
                       r"|test currently not implemented|skipped \(requires.*)$", line)
         if m and m.group(1) in known:
             word = m.group(2)
