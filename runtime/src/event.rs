@@ -632,7 +632,8 @@ impl Drop for InCallback {
 }
 
 /// `CL_EVENT_COMMAND_EXECUTION_STATUS`. In a cluster the ranks agree on it: the command's
-/// owner reports its status (a collective: every replica polls in the same order), so a
+/// owner reports its status, for an event without an owner the least advanced rank's
+/// (a collective: every replica polls in the same order), so a
 /// program that branches on a polled status (the CTS `events` `waitlists`) takes the same
 /// branch, and makes the same calls, on every rank. In an event callback, which runs at
 /// different times on different ranks, the status is this rank's own.
@@ -640,19 +641,30 @@ pub fn polled_status(event: &Arc<Event>) -> cl_int {
     // Events nobody waits on learn of completion when asked.
     event.poll();
     let node = crate::node::node();
-    let Some(owner) = event.owner() else {
-        return event.status();
-    };
     if !node.is_cluster() || IN_CALLBACK.with(|d| d.get()) > 0 {
         return event.status();
     }
-    let mine = EventStatuses(if owner == node.rank {
+    let owner = event.owner();
+    let mine = EventStatuses(if owner.is_none() || owner == Some(node.rank) {
         vec![(0, event.status())]
     } else {
         Vec::new()
     });
-    let answer = (node.exchange(&mine).into_iter().nth(owner as usize))
-        .and_then(|EventStatuses(s)| s.first().map(|&(_, status)| status));
+    let all = node.exchange(&mine);
+    let answer = match owner {
+        Some(owner) => (all.into_iter().nth(owner as usize))
+            .and_then(|EventStatuses(s)| s.first().map(|&(_, status)| status)),
+        // An event without an owner (a command run on every rank, a user event): the
+        // least advanced status of any rank, an error first.
+        None => {
+            let statuses: Vec<cl_int> = all
+                .iter()
+                .filter_map(|m| m.0.first().map(|&(_, s)| s))
+                .collect();
+            let error = statuses.iter().copied().filter(|&s| s < 0).min();
+            error.or_else(|| statuses.iter().copied().max())
+        }
+    };
     match answer {
         Some(status) => {
             event.adopt(status);
