@@ -125,12 +125,14 @@ def cell(st, note):
     counts = {}
     for s in st.values():
         counts[s] = counts.get(s, 0) + 1
-    run = len(st) - counts.get("skip", 0)
+    run = len(st) - counts.get("skip", 0) - counts.get("not run", 0)
     text = f"{counts.get('pass', 0)}/{run}"
     if counts.get("skip"):
         text += f" ({counts['skip']} skipped)"
     if note:
         text += f", {note}"
+    if counts.get("not run"):
+        text += f", {counts['not run']} not reached"
     return text
 
 
@@ -153,7 +155,8 @@ def main():
             row.append("—" if r is None else cell(r[0], r[1]))
         print("| " + " | ".join(row) + " |")
     print()
-    print("Cells: sub-tests passed / sub-tests run (not skipped by the suite itself).")
+    print("Cells: sub-tests passed / sub-tests run (neither skipped by the suite itself nor")
+    print("left unreached by a timeout).")
     print()
     print("Sub-tests that pass natively and fail, crash or time out on MirrorCL:")
     print()
