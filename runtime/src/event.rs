@@ -352,6 +352,7 @@ impl Event {
             match cb {
                 Callback::User { stage, f, data } => {
                     let arg = if status < 0 { status } else { stage };
+                    let _in_callback = InCallback::enter();
                     // SAFETY: the application registered this callback for this event.
                     let _ =
                         std::panic::catch_unwind(|| unsafe { f(handle, arg, data as *mut c_void) });
@@ -606,6 +607,70 @@ pub fn wait_all(events: &[Arc<Event>]) -> ClResult<()> {
         Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
     } else {
         Ok(())
+    }
+}
+
+thread_local! {
+    /// How deep this thread is in application event callbacks.
+    static IN_CALLBACK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// While it lives, this thread runs an application event callback.
+struct InCallback(());
+
+impl InCallback {
+    fn enter() -> InCallback {
+        IN_CALLBACK.with(|d| d.set(d.get() + 1));
+        InCallback(())
+    }
+}
+
+impl Drop for InCallback {
+    fn drop(&mut self) {
+        IN_CALLBACK.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+/// `CL_EVENT_COMMAND_EXECUTION_STATUS`. In a cluster the ranks agree on it: the command's
+/// owner reports its status, for an event without an owner the least advanced rank's
+/// (a collective: every replica polls in the same order), so a
+/// program that branches on a polled status (the CTS `events` `waitlists`) takes the same
+/// branch, and makes the same calls, on every rank. In an event callback, which runs at
+/// different times on different ranks, the status is this rank's own.
+pub fn polled_status(event: &Arc<Event>) -> cl_int {
+    // Events nobody waits on learn of completion when asked.
+    event.poll();
+    let node = crate::node::node();
+    if !node.is_cluster() || IN_CALLBACK.with(|d| d.get()) > 0 {
+        return event.status();
+    }
+    let owner = event.owner();
+    let mine = EventStatuses(if owner.is_none() || owner == Some(node.rank) {
+        vec![(0, event.status())]
+    } else {
+        Vec::new()
+    });
+    let all = node.exchange(&mine);
+    let answer = match owner {
+        Some(owner) => (all.into_iter().nth(owner as usize))
+            .and_then(|EventStatuses(s)| s.first().map(|&(_, status)| status)),
+        // An event without an owner (a command run on every rank, a user event): the
+        // least advanced status of any rank, an error first.
+        None => {
+            let statuses: Vec<cl_int> = all
+                .iter()
+                .filter_map(|m| m.0.first().map(|&(_, s)| s))
+                .collect();
+            let error = statuses.iter().copied().filter(|&s| s < 0).min();
+            error.or_else(|| statuses.iter().copied().max())
+        }
+    };
+    match answer {
+        Some(status) => {
+            event.adopt(status);
+            status
+        }
+        None => event.status(),
     }
 }
 

@@ -254,9 +254,36 @@ impl Program {
         }
     }
 
+    /// `list` and the program's devices descending from one in it (empty = all of the
+    /// program's). A vendor builds one executable for a device and its sub-devices (PoCL
+    /// answers a sub-device's build queries from its parent's build and runs the parent's
+    /// kernels on it; the CTS `device_partition` suite builds for the parent only and runs
+    /// on the sub-devices), so a build or compile for a device covers its sub-devices in
+    /// the program, with their own vendor status and log, in every vendor-context layout.
+    fn with_sub_devices(&self, list: &[Arc<Device>]) -> Vec<Arc<Device>> {
+        let mut out = list.to_vec();
+        if list.is_empty() {
+            return out;
+        }
+        for d in &self.devices {
+            let mut up = d.parent.as_ref();
+            while let Some(p) = up {
+                if list.iter().any(|l| l.index == p.index) {
+                    if !out.iter().any(|o| o.index == d.index) {
+                        out.push(d.clone());
+                    }
+                    break;
+                }
+                up = p.parent.as_ref();
+            }
+        }
+        out
+    }
+
     /// `clBuildProgram` for `devices` (empty = all of the program's).
     pub fn build(&self, devices: &[Arc<Device>], options: &str) -> ClResult<()> {
         let opts = CString::new(options).map_err(|_| CL_INVALID_BUILD_OPTIONS)?;
+        let devices = &self.with_sub_devices(devices)[..];
         self.note_attempt(options, devices);
         let mut result = Ok(());
         for (_, vp, vdevs) in self.per_vendor(devices) {
@@ -283,6 +310,7 @@ impl Program {
         headers: &[(Arc<Program>, CString)],
     ) -> ClResult<()> {
         let opts = CString::new(options).map_err(|_| CL_INVALID_COMPILER_OPTIONS)?;
+        let devices = &self.with_sub_devices(devices)[..];
         self.note_attempt(options, devices);
         let mut result = Ok(());
         for (vendor, vp, vdevs) in self.per_vendor(devices) {

@@ -17,6 +17,8 @@
  *   5. A data-dependent while loop: a Collatz sequence advanced by one kernel
  *      per step on device step % ndev and read back after every step on the
  *      next device's queue until it reaches 1.
+ *   6. The host polls the status of a long kernel on every device and builds a
+ *      program (a collective) only while the kernel is not complete.
  * Everything is compared with a CPU reference.
  */
 #include "check.h"
@@ -36,7 +38,11 @@ static const char *kSrc =
     "__kernel void fill(__global uint *b, uint salt)\n"
     "{ size_t i = get_global_id(0); b[i] = (uint)i * 0x9E3779B9u + salt; }\n"
     "__kernel void collatz(__global uint *v)\n"
-    "{ uint x = v[0]; v[0] = (x & 1u) ? 3u * x + 1u : x / 2u; v[1] += 1u; }\n";
+    "{ uint x = v[0]; v[0] = (x & 1u) ? 3u * x + 1u : x / 2u; v[1] += 1u; }\n"
+    "__kernel void spin(__global uint *o, uint n)\n"
+    "{ uint x = (uint)get_global_id(0);\n"
+    "  for (uint i = 0; i < n; i++) x = x * 1664525u + 1013904223u;\n"
+    "  o[get_global_id(0)] = x; }\n";
 
 static cl_uint ndev;
 static cl_device_id devs[CT_MAX_DEVICES];
@@ -234,10 +240,39 @@ int main(void)
     printf("  %-55s %s\n", "Collatz(27) loop driven by read-back values",
            steps == steps_ref && cz[0] == 1 ? "ok" : "MISMATCH");
 
-    cl_mem mems[] = {b_in, b_cnt, b_small, b_sum, b_loop, b_alloc, b_br, b_cz};
+    /* ---- 6. a branch on a polled event status ---------------------------------- */
+    /* A command still running on its owner may already be complete in another rank's
+       bookkeeping: every rank must be told the owner's status, or only some ranks take
+       the branch that builds a program (a collective) and the job stops. */
+    cl_kernel k_spin = ct_kernel(prog, "spin");
+    cl_mem b_spin;
+    CREATE(b_spin = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4 * 256, NULL, &E));
+    cl_uint spin_n = 200000;
+    MUST(clSetKernelArg(k_spin, 0, sizeof b_spin, &b_spin));
+    MUST(clSetKernelArg(k_spin, 1, sizeof spin_n, &spin_n));
+    cl_uint pending = 0;
+    for (cl_uint d = 0; d < ndev; d++) {
+        cl_event sev;
+        size_t g = 256;
+        MUST(clEnqueueNDRangeKernel(qs[d], k_spin, 1, NULL, &g, NULL, 0, NULL, &sev));
+        MUST(clFlush(qs[d]));
+        cl_int st = CL_QUEUED;
+        MUST(clGetEventInfo(sev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
+        if (st != CL_COMPLETE) {
+            pending++;
+            MUST(clReleaseProgram(ct_build(ctx, kSrc, NULL)));
+        }
+        MUST(clWaitForEvents(1, &sev));
+        MUST(clGetEventInfo(sev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
+        CHECK_EQ(st, CL_COMPLETE);
+        MUST(clReleaseEvent(sev));
+    }
+    printf("  %-55s %u of %u\n", "commands not complete when polled (branch taken)", pending, ndev);
+
+    cl_mem mems[] = {b_in, b_cnt, b_small, b_sum, b_loop, b_alloc, b_br, b_cz, b_spin};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         MUST(clReleaseMemObject(mems[i]));
-    cl_kernel ks[] = {k_count, k_sum, k_step, k_fill, k_collatz};
+    cl_kernel ks[] = {k_count, k_sum, k_step, k_fill, k_collatz, k_spin};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         MUST(clReleaseKernel(ks[i]));
     MUST(clReleaseProgram(prog));

@@ -262,6 +262,23 @@ int main(void)
         cl_context_properties twice[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform,
                                          CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};
         CHECK_FAILS(clCreateContext(twice, ndev, devs, NULL, NULL, &E), CL_INVALID_PROPERTY);
+        /* CL_CONTEXT_INTEROP_USER_SYNC takes a cl_bool (the CTS api
+           negative_create_context*; PoCL 3.1 accepts any value). */
+        cl_context_properties sync[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform,
+                                        CL_CONTEXT_INTEROP_USER_SYNC, -1, 0};
+        E = ERR_SENTINEL;
+        ctx = clCreateContext(sync, ndev, devs, NULL, NULL, &E);
+        CHECK_NATIVE_DEVIATES(E, CL_INVALID_PROPERTY, CL_SUCCESS);
+        if (ctx)
+            MUST(clReleaseContext(ctx));
+        E = ERR_SENTINEL;
+        ctx = clCreateContextFromType(sync, CL_DEVICE_TYPE_ALL, NULL, NULL, &E);
+        CHECK_NATIVE_DEVIATES(E, CL_INVALID_PROPERTY, CL_SUCCESS);
+        if (ctx)
+            MUST(clReleaseContext(ctx));
+        sync[3] = CL_TRUE;
+        CREATE(ctx = clCreateContext(sync, ndev, devs, NULL, NULL, &E));
+        MUST(clReleaseContext(ctx));
         cl_context_properties nullplat[] = {CL_CONTEXT_PLATFORM, 0, 0};
         CHECK_FAILS(clCreateContext(nullplat, ndev, devs, NULL, NULL, &E), CL_INVALID_PLATFORM);
         CHECK_FAILS(clCreateContextFromType(nullplat, CL_DEVICE_TYPE_ALL, NULL, NULL, &E), CL_INVALID_PLATFORM);

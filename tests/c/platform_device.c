@@ -349,6 +349,23 @@ static void check_sub_devices(cl_platform_id platform, cl_device_id dev)
         CHECK(clCreateSubDevices(dev, eq, 64, out, &nout), CL_INVALID_VALUE);
         return;
     }
+    /* EQUALLY by all the units is no partition, by more is a wrong count (the CTS api
+       negative_create_sub_devices; PoCL 3.1 creates one sub-device for the first and
+       answers CL_INVALID_VALUE to the second). */
+    {
+        cl_device_partition_property whole[] = {CL_DEVICE_PARTITION_EQUALLY, (cl_device_partition_property)cu, 0};
+        cl_int rc = clCreateSubDevices(dev, whole, 64, out, &nout);
+        CHECK_NATIVE_DEVIATES(rc, CL_DEVICE_PARTITION_FAILED, CL_SUCCESS);
+        if (rc == CL_SUCCESS)
+            for (cl_uint i = 0; i < nout; i++)
+                MUST(clReleaseDevice(out[i]));
+        whole[1] = (cl_device_partition_property)cu + 1;
+        rc = clCreateSubDevices(dev, whole, 64, out, &nout);
+        CHECK_NATIVE_DEVIATES(rc, CL_INVALID_DEVICE_PARTITION_COUNT, CL_INVALID_VALUE);
+        if (rc == CL_SUCCESS)
+            for (cl_uint i = 0; i < nout; i++)
+                MUST(clReleaseDevice(out[i]));
+    }
     if (cu < 2 || maxsub < 2) {
         printf("  (device has %u compute units: not partitioned)\n", cu);
         return;
@@ -414,6 +431,65 @@ static void check_sub_devices(cl_platform_id platform, cl_device_id dev)
     clReleaseKernel(k);
     clReleaseProgram(prog);
     clReleaseCommandQueue(q);
+    clReleaseContext(ctx);
+
+    /* One context of the sub-devices and their parent (the CTS device_partition
+       suite): a build for all of them succeeds on each, a failing one leaves a log on
+       each. */
+    cl_device_id family[65];
+    for (cl_uint i = 0; i < nout; i++)
+        family[i] = out[i];
+    family[nout] = dev;
+    CREATE(ctx = clCreateContext(NULL, nout + 1, family, NULL, NULL, &E));
+    static const char *kBroken = "__kernel void broken(__global int *p) { p[0] = undefined_name; }\n";
+    const char *sources[2] = {kSubKernel, kBroken};
+    for (int s = 0; s < 2; s++) {
+        CREATE(prog = clCreateProgramWithSource(ctx, 1, &sources[s], NULL, &E));
+        CHECK(clBuildProgram(prog, 0, NULL, NULL, NULL, NULL), s == 0 ? CL_SUCCESS : CL_BUILD_PROGRAM_FAILURE);
+        for (cl_uint i = 0; i <= nout; i++) {
+            cl_build_status st = CL_BUILD_NONE;
+            MUST(clGetProgramBuildInfo(prog, family[i], CL_PROGRAM_BUILD_STATUS, sizeof st, &st, NULL));
+            CHECK_EQ(st, s == 0 ? CL_BUILD_SUCCESS : CL_BUILD_ERROR);
+            if (s == 1) {
+                char log[4096] = {0};
+                MUST(clGetProgramBuildInfo(prog, family[i], CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL));
+                CHECK_TRUE(strstr(log, "undefined_name") != NULL, "build log of device %u: '%s'", i, log);
+            }
+        }
+        clReleaseProgram(prog);
+    }
+    /* Built for the parent only: the sub-devices answer from the parent's build and
+       run its kernels (as PoCL does; the CTS device_partition suite relies on it). */
+    CREATE(prog = clCreateProgramWithSource(ctx, 1, &kBroken, NULL, &E));
+    CHECK(clBuildProgram(prog, 1, &dev, NULL, NULL, NULL), CL_BUILD_PROGRAM_FAILURE);
+    for (cl_uint i = 0; i <= nout; i++) {
+        char log[4096] = {0};
+        MUST(clGetProgramBuildInfo(prog, family[i], CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL));
+        CHECK_TRUE(strstr(log, "undefined_name") != NULL, "parent-only build log of device %u: '%s'", i, log);
+    }
+    clReleaseProgram(prog);
+    CREATE(prog = clCreateProgramWithSource(ctx, 1, &kSubKernel, NULL, &E));
+    MUST(clBuildProgram(prog, 1, &dev, NULL, NULL, NULL));
+    for (cl_uint i = 0; i <= nout; i++) {
+        cl_build_status st = CL_BUILD_NONE;
+        MUST(clGetProgramBuildInfo(prog, family[i], CL_PROGRAM_BUILD_STATUS, sizeof st, &st, NULL));
+        CHECK_EQ(st, CL_BUILD_SUCCESS);
+    }
+    CREATE(k = clCreateKernel(prog, "sq", &E));
+    CREATE(q = clCreateCommandQueue(ctx, out[nout - 1], 0, &E));
+    CREATE(bi = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof in, in, &E));
+    CREATE(bo = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, sizeof res, NULL, &E));
+    MUST(clSetKernelArg(k, 0, sizeof bi, &bi));
+    MUST(clSetKernelArg(k, 1, sizeof bo, &bo));
+    memset(res, 0, sizeof res);
+    MUST(clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, NULL, 0, NULL, NULL));
+    MUST(clEnqueueReadBuffer(q, bo, CL_TRUE, 0, sizeof res, res, 0, NULL, NULL));
+    CHECK_MEM(res, ref, M, 4, "parent's kernel on a sub-device");
+    clReleaseMemObject(bi);
+    clReleaseMemObject(bo);
+    clReleaseKernel(k);
+    clReleaseCommandQueue(q);
+    clReleaseProgram(prog);
     clReleaseContext(ctx);
     for (cl_uint i = 0; i < nout; i++)
         MUST(clReleaseDevice(out[i]));

@@ -22,6 +22,10 @@
 //! * clEnqueueTask events have type CL_COMMAND_NDRANGE_KERNEL;
 //! * unknown clCreateCommandQueue property bits are accepted;
 //! * clEnqueueWaitForEvents is unimplemented (aborts the process);
+//! * CL_CONTEXT_INTEROP_USER_SYNC accepts any value, not only CL_TRUE/CL_FALSE;
+//! * clCreateSubDevices EQUALLY by all the compute units creates one sub-device
+//!   (CL_DEVICE_PARTITION_FAILED expected), by more returns CL_INVALID_VALUE
+//!   (CL_INVALID_DEVICE_PARTITION_COUNT expected);
 //! * CL_COMPLETE callbacks of commands terminated by a failed user event are
 //!   never called.
 //!

@@ -45,7 +45,14 @@ fn context_properties(
                     return Err(CL_INVALID_PLATFORM);
                 }
             }
-            CL_CONTEXT_INTEROP_USER_SYNC => {}
+            // A cl_bool: any other value is CL_INVALID_PROPERTY (the CTS checks -1).
+            CL_CONTEXT_INTEROP_USER_SYNC => {
+                if value != CL_TRUE as cl_context_properties
+                    && value != CL_FALSE as cl_context_properties
+                {
+                    return Err(CL_INVALID_PROPERTY);
+                }
+            }
             _ => return Err(CL_INVALID_PROPERTY),
         }
         out.push(name);

@@ -47,11 +47,7 @@ impl InfoQuery for EventInfo {
             }
             CL_EVENT_CONTEXT => Info::value(e.context.handle()),
             CL_EVENT_COMMAND_TYPE => Info::value::<cl_command_type>(e.command_type),
-            CL_EVENT_COMMAND_EXECUTION_STATUS => {
-                // Events nobody waits on learn of completion when asked.
-                e.poll();
-                Info::value::<cl_int>(e.status())
-            }
+            CL_EVENT_COMMAND_EXECUTION_STATUS => Info::value::<cl_int>(event::polled_status(e)),
             CL_EVENT_REFERENCE_COUNT => Info::value::<cl_uint>(e.header().count()),
             _ => return Err(CL_INVALID_VALUE),
         })

@@ -183,6 +183,32 @@ entry! {
     }
 }
 
+/// `CL_DEVICE_PARTITION_EQUALLY` by all of the device's compute units is no partition
+/// (one sub-device, the device again): `CL_DEVICE_PARTITION_FAILED`, the device cannot
+/// be partitioned further that way; by more units than it has,
+/// `CL_INVALID_DEVICE_PARTITION_COUNT`. PoCL creates the one sub-device, and answers
+/// `CL_INVALID_VALUE` to the second; the CTS (`api` `negative_create_sub_devices`) expects these errors.
+fn equally_whole(parent: &Device, props: &[cl_device_partition_property]) -> ClResult<()> {
+    if props.len() < 3 || props[0] != CL_DEVICE_PARTITION_EQUALLY {
+        return Ok(());
+    }
+    let supported = parent
+        .info(CL_DEVICE_PARTITION_PROPERTIES)
+        .unwrap_or_default()
+        .chunks_exact(size_of::<cl_device_partition_property>())
+        .any(|c| {
+            cl_device_partition_property::from_ne_bytes(c.try_into().expect("chunk"))
+                == CL_DEVICE_PARTITION_EQUALLY
+        });
+    let units =
+        parent.info_value::<cl_uint>(CL_DEVICE_MAX_COMPUTE_UNITS) as cl_device_partition_property;
+    match props[1] {
+        n if !supported || n < units => Ok(()),
+        n if n == units => Err(CL_DEVICE_PARTITION_FAILED),
+        _ => Err(CL_INVALID_DEVICE_PARTITION_COUNT),
+    }
+}
+
 fn create_sub_devices(
     in_device: cl_device_id,
     properties: *const cl_device_partition_property,
@@ -206,6 +232,7 @@ fn create_sub_devices(
         i += 1;
     }
     props.push(0);
+    equally_whole(&parent, &props)?;
     let (n, subs) = Device::create_sub_devices(&parent, &props, !out_devices.is_null())?;
     if !out_devices.is_null() && num_devices < n {
         return Err(CL_INVALID_VALUE);
