@@ -121,9 +121,12 @@ def main():
             all_results[(plat, ndev)] = res
 
     passed, regressions, skipped, mirror_only = 0, [], [], []
+    broken = []  # configurations where nothing passed natively: the setup is broken
     for ndev in (int(n) for n in args.devices.split(",")):
         native = all_results[("native", ndev)]
         mirror = all_results[("mirrorcl", ndev)]
+        if not any(o == "passed" for o, _ in native.values()):
+            broken.append(f"no test passed natively on {ndev} device(s): is PoCL installed?")
         for tid, (nout, _) in sorted(native.items()):
             mout, mwhy = mirror.get(tid, ("not run", "not collected on MirrorCL"))
             tag = f"[{ndev} dev] {tid}"
@@ -162,6 +165,7 @@ def main():
     if regressions:
         summary += [f"REGRESSIONS: pass natively, not on MirrorCL ({len(regressions)}):"]
         summary += [f"  {s}" for s in regressions]
+    summary += [f"ERROR: {b}" for b in broken]
     if args.start:
         summary.append(f"stage time: {time.time() - args.start:.0f} s")
     summary.append(f"pyopencl: {passed} passed, {len(regressions)} failed")
@@ -170,7 +174,7 @@ def main():
     with open(logs / "results.json", "w") as f:
         json.dump({f"{p}-{n}dev": r for (p, n), r in all_results.items()}, f, indent=1)
     sys.stdout.write(text)
-    return 1 if regressions else 0
+    return 1 if regressions else 2 if broken else 0
 
 
 if __name__ == "__main__":
