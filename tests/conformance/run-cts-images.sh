@@ -3,17 +3,16 @@
 # natively on PoCL and on MirrorCL (one process; two MPI ranks with the rank-0 device and
 # the rank-1 device selected), then the comparison of docs/conformance.md ("Images").
 #
-#   tests/conformance/run-cts-images.sh CTS_DIR [HEADERS_DIR [SPIRV_HEADERS_DIR]]
+#   tests/conformance/run-cts-images.sh
 #
-# Arguments and pins as tests/conformance/run-cts.sh, which configures the build; this
-# script adds the image binaries to it. Environment:
+# After tests/conformance/run-cts.sh, which checks out the pinned suite and configures
+# its build in target/cts/build: this script adds the image binaries to it. Environment:
 #   CTS_IMAGE_SUITES  suites to run (default: all seven below)
 #   CTS_MODES         native,one,ranks0,ranks1 (default: all four)
 #   CTS_TIMEOUT       seconds per suite and way (default 1800)
 #   MIRRORCL_LIB      the library under test (default target/release/libmirrorcl.so)
 # Logs: target/cts/image-logs/<way>/<suite>.log; comparison: target/cts/images.md.
 set -uo pipefail
-[ $# -ge 1 ] || { sed -n 2,16p "$0"; exit 2; }
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 OUT=$ROOT/target/cts
@@ -32,9 +31,7 @@ declare -A BIN=(
 )
 SUITES=${CTS_IMAGE_SUITES:-get_info fill copy read_write kernel_methods samplerless_reads streams}
 
-# Configure (and build the ten 1.2 binaries) as run-cts.sh does, with no suite run.
-CTS_MODES=none CTS_SUITES=buffers "$ROOT/tests/conformance/run-cts.sh" "$@" >/dev/null ||
-  { echo "run-cts-images: run-cts.sh failed to build"; exit 1; }
+[ -f "$BUILD/Makefile" ] || { echo "run-cts-images: run tests/conformance/run-cts.sh first"; exit 1; }
 targets=()
 for s in $SUITES; do targets+=("$(basename "${BIN[$s]}")"); done
 make -C "$BUILD" -j"$(nproc)" "${targets[@]}" >"$OUT/build-images.log" 2>&1 ||
