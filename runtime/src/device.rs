@@ -30,6 +30,7 @@ const PASS_THROUGH_EXTENSIONS: &[&str] = &[
     "cl_khr_int64_base_atomics",
     "cl_khr_int64_extended_atomics",
     "cl_khr_byte_addressable_store",
+    "cl_khr_3d_image_writes",
     "cl_nv_pragma_unroll",
     "cl_nv_compiler_options",
 ];
