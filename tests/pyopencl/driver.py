@@ -121,6 +121,15 @@ def main():
             all_results[(plat, ndev)] = res
 
     passed, regressions, skipped, mirror_only = 0, [], [], []
+    # Failures inside pyopencl's own test code on a path that native PoCL never takes
+    # (the test branches on the platform's vendor name): (test id prefix, the error).
+    # Not counted, but listed; any other failure of these tests still counts.
+    own_bugs = [
+        # test_get_info skips its image part for "The pocl project"; on another vendor it
+        # reads `img.image.depth`, an attribute pyopencl 2026.1.4's Image lacks.
+        ("test/test_wrapper.py::test_get_info[",
+         "AttributeError: 'Image' object has no attribute 'image'"),
+    ]
     broken = []  # configurations where nothing passed natively: the setup is broken
     for ndev in (int(n) for n in args.devices.split(",")):
         native = all_results[("native", ndev)]
@@ -136,6 +145,8 @@ def main():
                 continue
             if mout == "passed":
                 passed += 1
+            elif any(tid.startswith(t) and e in mwhy for t, e in own_bugs):
+                mirror_only.append(f"{tag}: {mout} in pyopencl's own test code: {mwhy.strip()}")
             elif mout == "skipped":
                 skipped.append(f"{tag}: {mwhy}")
             else:
