@@ -95,6 +95,26 @@ impl Queue {
         }
     }
 
+    /// After a blocking command of this queue completed: forgets the completed commands
+    /// at the front whatever their number. They are done or nearly (the vendor queue is
+    /// in order), so the polls are cheap, and a completed command no longer keeps its
+    /// buffers alive: without this, buffers the application released stayed allocated
+    /// until `PRUNE_AT` commands had gathered (a loop of 1 GiB images held 8 GB).
+    pub fn prune_completed(&self) {
+        for _ in 0..PRUNE_AT {
+            let front = self.inflight.lock().front().cloned();
+            match front {
+                Some(e) if e.poll() => {
+                    let mut q = self.inflight.lock();
+                    if q.front().is_some_and(|f| Arc::ptr_eq(f, &e)) {
+                        q.pop_front();
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+
     /// Every command not yet known complete (for markers, barriers and finish).
     pub fn pending(&self) -> Vec<Arc<Event>> {
         let mut q = self.inflight.lock();

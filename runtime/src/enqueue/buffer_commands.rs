@@ -21,9 +21,10 @@ pub fn finish_blocking(event: &Arc<Event>, blocking: bool) -> ClResult<()> {
     if blocking {
         crate::verify::check(command_name(event.command_type));
         let status = event.wait();
-        // Commands before it in the queue are done too: record it.
+        // Commands before it in the queue are done too: forget them (and let go of
+        // their buffers).
         if let Some(q) = event.queue() {
-            q.prune();
+            q.prune_completed();
         }
         if status < 0 {
             return Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
