@@ -91,10 +91,14 @@ int main(void)
         MUST(clSetKernelArg(k, 0, sizeof(cl_mem), &x[0]));
         MUST(clSetKernelArg(k, 1, sizeof it, &it));
         MUST(clSetKernelArg(k, 2, sizeof d, &d));
-        MUST(clEnqueueNDRangeKernel(qs[ndev - 1], k, 1, NULL, &gws, NULL, 0, NULL, NULL));
+        /* Events order the two queues (natively they are otherwise unordered). */
+        cl_event first, second;
+        MUST(clEnqueueNDRangeKernel(qs[ndev - 1], k, 1, NULL, &gws, NULL, 0, NULL, &first));
         MUST(clSetKernelArg(k, 1, sizeof it, &(cl_uint){iters + 1}));
-        MUST(clEnqueueNDRangeKernel(qs[0], k, 1, NULL, &gws, NULL, 0, NULL, NULL));
-        MUST(clEnqueueReadBuffer(qs[ndev - 1], x[0], CL_TRUE, 0, N * 4, got, 0, NULL, NULL));
+        MUST(clEnqueueNDRangeKernel(qs[0], k, 1, NULL, &gws, NULL, 1, &first, &second));
+        MUST(clEnqueueReadBuffer(qs[ndev - 1], x[0], CL_TRUE, 0, N * 4, got, 1, &second, NULL));
+        MUST(clReleaseEvent(first));
+        MUST(clReleaseEvent(second));
         uint32_t *r = ref;
         for (cl_uint t = iters; t < iters + 2; t++)
             for (uint32_t i = 0; i < N; i++)
