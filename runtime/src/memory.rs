@@ -167,15 +167,15 @@ impl Buffer {
         }))
     }
 
-    /// `clCreateImage` after validation. The host copy has the image's layout (the
-    /// application's pitches with `CL_MEM_USE_HOST_PTR`, packed otherwise); a 1D image
-    /// buffer is a window on `buffer`.
+    /// `clCreateImage` after validation, `image` with the application's pitches. The
+    /// host copy has the image's layout (the application's pitches with
+    /// `CL_MEM_USE_HOST_PTR`, packed otherwise); a 1D image buffer is a window on
+    /// `buffer`.
     pub fn new_image(
         context: Arc<Context>,
         flags: cl_mem_flags,
         image: Image,
         host_ptr: *mut c_void,
-        host_pitches: (usize, usize),
         buffer: Option<Arc<Buffer>>,
     ) -> ClResult<Arc<Buffer>> {
         if let Some(parent) = buffer {
@@ -183,12 +183,19 @@ impl Buffer {
             Arc::get_mut(&mut view).expect("not shared yet").image = Some(image);
             return Ok(view);
         }
+        // A copied image's host copy is packed: the pitches `image` has from the
+        // application only say how to read its memory.
         let packed;
-        let host_ptr = if flags & CL_MEM_COPY_HOST_PTR != 0 {
-            packed = pack(&image, host_ptr as *const u8, host_pitches);
-            packed.as_ptr() as *mut c_void
+        let (image, host_ptr) = if flags & CL_MEM_COPY_HOST_PTR != 0 {
+            let into = image.packed();
+            packed = pack(
+                &into,
+                host_ptr as *const u8,
+                (image.row_pitch, image.slice_pitch),
+            );
+            (into, packed.as_ptr() as *mut c_void)
         } else {
-            host_ptr
+            (image, host_ptr)
         };
         let mut buffer = Buffer::new(context, flags, image.host_bytes(), host_ptr)?;
         Arc::get_mut(&mut buffer).expect("not shared yet").image = Some(image);

@@ -112,13 +112,6 @@ fn create_image(
     if !supported.iter().any(|f| img::same_format(f, &format)) {
         return Err(CL_IMAGE_FORMAT_NOT_SUPPORTED);
     }
-    // A copied image's host copy is packed; its pitches only say how to read the
-    // application's memory.
-    let (image, app_pitches) = if flags & CL_MEM_COPY_HOST_PTR != 0 {
-        (image.packed(), (image.row_pitch, image.slice_pitch))
-    } else {
-        (image, (image.row_pitch, image.slice_pitch))
-    };
     let flags = match &buffer {
         // A 1D image buffer takes the buffer's access flags where it gives none.
         Some(b) if flags & (CL_MEM_READ_WRITE | CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY) == 0 => {
@@ -127,12 +120,7 @@ fn create_image(
         _ => flags,
     };
     Ok(Buffer::into_handle(Buffer::new_image(
-        ctx,
-        flags,
-        image,
-        host_ptr,
-        app_pitches,
-        buffer,
+        ctx, flags, image, host_ptr, buffer,
     )?))
 }
 
