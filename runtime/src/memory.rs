@@ -293,6 +293,12 @@ impl Buffer {
         Ok(host.as_ref().expect("set above").ptr)
     }
 
+    /// Records a map the application has not unmapped yet.
+    pub fn add_mapping(&self, mapping: Mapping) {
+        self.maps.lock().push(mapping);
+        self.map_count.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// `CL_MEM_MAP_COUNT`: maps not yet unmapped.
     pub fn mappings(&self) -> u32 {
         self.map_count.load(Ordering::Acquire)

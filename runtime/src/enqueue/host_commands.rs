@@ -46,15 +46,12 @@ pub fn map_buffer(
         },
         Work::Host,
     )?;
-    buffer.maps.lock().push(Mapping {
+    buffer.add_mapping(Mapping {
         ptr: ptr as usize,
         offset,
         size,
         writes,
     });
-    buffer
-        .map_count
-        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     finish_blocking(&event, blocking)?;
     Ok((event, ptr))
 }

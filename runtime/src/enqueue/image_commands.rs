@@ -341,15 +341,12 @@ pub fn map_image(
         Work::Host,
     )?;
     // The unmap of a writing map makes the whole host copy the newest.
-    image.maps.lock().push(Mapping {
+    image.add_mapping(Mapping {
         ptr: ptr as usize,
         offset: 0,
         size: image.size,
         writes,
     });
-    image
-        .map_count
-        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     finish_blocking(&event, blocking)?;
     Ok((event, ptr, shape.host_pitches()))
 }
