@@ -214,6 +214,7 @@ entry! {
         if mirrorcl_runtime::node::owns_mpi() {
             return 0;
         }
+        mirrorcl_runtime::node::before_program_finalizes();
         match real!(c"MPI_Finalize", unsafe extern "C" fn() -> c_int) {
             // SAFETY: MPI's own finalisation.
             Some(f) => unsafe { f() },

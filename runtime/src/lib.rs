@@ -10,6 +10,7 @@ pub mod context;
 pub mod device;
 pub mod enqueue;
 pub mod event;
+pub mod history;
 pub mod image;
 pub mod issuer;
 pub mod kernel;

@@ -7,7 +7,8 @@
 use crate::comm::mpi::Mpi;
 use crate::comm::{Communicator, Place, Solo};
 use crate::config::{Config, MpiMode};
-use crate::wire::{self, Message};
+use crate::history::{self, Stamp};
+use crate::wire::{self, Message, RecentHistory};
 use parking_lot::Mutex;
 use std::sync::OnceLock;
 
@@ -24,6 +25,9 @@ pub struct Node {
     comm: Box<dyn Communicator>,
     /// Per peer rank, the tag of the next message with it.
     tags: Mutex<Vec<u64>>,
+    /// Where this rank stands in its call sequence, as collectives compare it
+    /// (`history::stamp`; fixed in unit tests, whose in-process ranks share one history).
+    stamp: fn() -> Stamp,
 }
 
 static NODE: OnceLock<Node> = OnceLock::new();
@@ -67,7 +71,8 @@ impl Node {
         };
         match mpi {
             Some(m) => {
-                let node = Node::over(Box::new(m));
+                let mut node = Node::over(Box::new(m));
+                node.stamp = history::stamp;
                 // SAFETY: registering a plain extern "C" function.
                 unsafe { libc::atexit(shut_down_at_exit) };
                 node
@@ -93,6 +98,15 @@ impl Node {
             host: p.host,
             tags: Mutex::new(vec![0; p.size as usize]),
             comm,
+            stamp: Stamp::default,
+        }
+    }
+
+    /// [`Node::over`] whose collectives compare the stamps `stamp` gives.
+    pub fn over_with_stamps(comm: Box<dyn Communicator>, stamp: fn() -> Stamp) -> Node {
+        Node {
+            stamp,
+            ..Node::over(comm)
         }
     }
 
@@ -132,23 +146,84 @@ impl Node {
         self.comm.all_gather(mine)
     }
 
-    /// Every rank's message, in rank order (a collective). A message that does not
-    /// decode (another build, another collective, a damaged one) ends the job: every
-    /// rank decodes the same gathered bytes, so every rank reports it.
+    /// Every rank's message, in rank order (a collective). Ranks that reach it at
+    /// different points of their call sequences (another stamp), or in different
+    /// collectives, or with a message that does not decode (another build, a damaged
+    /// one), end the job: every rank decodes the same gathered bytes, so every rank
+    /// reports it, with the first call that differs.
     pub fn exchange<M: Message>(&self, mine: &M) -> Vec<M> {
         match self.try_exchange(mine) {
             Ok(all) => all,
             Err(e) => {
-                crate::diag!("MirrorCL: rank {}: {e}; aborting the job.", self.rank);
+                crate::diag!(
+                    "MirrorCL: rank {}: {e}\nMirrorCL: the replicas diverged (rank-dependent \
+                     input, unseeded randomness, host threads?); aborting the job.",
+                    self.rank
+                );
                 self.abort()
             }
         }
     }
 
-    /// [`Node::exchange`] that leaves a message that does not decode to the caller (where
-    /// ending the job is not an option, at exit).
-    pub fn try_exchange<M: Message>(&self, mine: &M) -> Result<Vec<M>, wire::WireError> {
-        wire::decode_all(&self.all_gather(&wire::encode(mine)))
+    /// [`Node::exchange`] that leaves a failed collective to the caller (where ending
+    /// the job is not an option, at exit). Every rank that gathered the same bytes
+    /// fails alike, and then exchanges its recent call history for the report.
+    pub fn try_exchange<M: Message>(&self, mine: &M) -> Result<Vec<M>, Parted> {
+        let (stamps, all) = self.gather_stamped(mine);
+        // Another collective or build reads as such first; then another point.
+        let why = match all.and_then(|all| wire::decode_all(&all)) {
+            Err(e) => Why::Wire(e),
+            Ok(_) if stamps.iter().any(|s| *s != stamps[0]) => Why::Stamps(stamps),
+            Ok(all) => return Ok(all),
+        };
+        let histories = self
+            .gather_stamped(&RecentHistory(history::recent()))
+            .1
+            .and_then(|h| wire::decode_all::<RecentHistory>(&h));
+        let detail = match histories {
+            Ok(all) => history::first_difference(
+                &all.into_iter()
+                    .enumerate()
+                    .map(|(r, h)| (r as u32, h.0))
+                    .collect::<Vec<_>>(),
+            ),
+            Err(e) => format!("the call histories did not arrive: {e}"),
+        };
+        Err(Parted { why, detail })
+    }
+
+    /// Every rank's stamp and encoded message (a collective); a message too short for a
+    /// stamp is a wire error.
+    #[allow(clippy::type_complexity)]
+    fn gather_stamped<M: Message>(
+        &self,
+        mine: &M,
+    ) -> (Vec<Stamp>, Result<Vec<Vec<u8>>, wire::WireError>) {
+        let stamp = (self.stamp)();
+        let mut bytes = Vec::with_capacity(64);
+        bytes.extend_from_slice(&stamp.entries.to_le_bytes());
+        bytes.extend_from_slice(&stamp.digest.to_le_bytes());
+        bytes.extend_from_slice(&wire::encode(mine));
+        let mut stamps = Vec::new();
+        let mut messages = Vec::new();
+        for (r, b) in self.all_gather(&bytes).into_iter().enumerate() {
+            if b.len() < 16 {
+                let problem = wire::Problem::Short(b.len());
+                let e = wire::WireError {
+                    kind: M::KIND,
+                    sender: r as u32,
+                    problem,
+                };
+                return (stamps, Err(e));
+            }
+            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+            stamps.push(Stamp {
+                entries: word(0),
+                digest: word(8),
+            });
+            messages.push(b[16..].to_vec());
+        }
+        (stamps, Ok(messages))
     }
 
     /// Queues a point-to-point transfer.
@@ -157,12 +232,15 @@ impl Node {
         match t.direction {
             Direction::Send => {
                 add(&COUNTERS.sends, 1);
-                add(&COUNTERS.bytes_sent, t.len as u64);
+                if t.status >= 0 {
+                    add(&COUNTERS.bytes_sent, t.len as u64);
+                }
             }
             Direction::Recv => {
                 add(&COUNTERS.receives, 1);
                 add(&COUNTERS.bytes_received, t.len as u64);
             }
+            Direction::Discard => add(&COUNTERS.receives, 1),
         }
         self.comm.transfer(t)
     }
@@ -175,6 +253,46 @@ impl Node {
     /// Ends the whole job after a fatal condition was reported.
     pub fn abort(&self) -> ! {
         self.comm.abort()
+    }
+}
+
+/// Why a collective failed, and the first call that differs between the ranks.
+#[derive(Debug)]
+pub struct Parted {
+    pub why: Why,
+    pub detail: String,
+}
+
+/// A message that did not decode, or ranks at different points of their call
+/// sequences.
+#[derive(Debug)]
+pub enum Why {
+    Wire(wire::WireError),
+    Stamps(Vec<Stamp>),
+}
+
+impl std::fmt::Display for Parted {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match &self.why {
+            Why::Wire(e) => e.fmt(f)?,
+            Why::Stamps(stamps) => {
+                f.write_str("the ranks reached one collective at different calls (")?;
+                for (r, s) in stamps.iter().enumerate() {
+                    let sep = if r > 0 { ", " } else { "" };
+                    write!(f, "{sep}rank {r} after {s}")?;
+                }
+                f.write_str(")")?;
+            }
+        }
+        write!(f, "; {}", self.detail)
+    }
+}
+
+/// A program that owns MPI is about to finalise it: MirrorCL's transfers in flight
+/// finish and its progress thread stops first, since it may not touch MPI after.
+pub fn before_program_finalizes() {
+    if let Some(node) = NODE.get() {
+        node.comm.shut_down();
     }
 }
 
@@ -191,7 +309,7 @@ extern "C" fn shut_down_at_exit() {
 mod tests {
     use super::*;
     use crate::comm::local::tests::on_ranks;
-    use crate::wire::{BuildResults, KernelFactsShare, OwnerAnswer};
+    use crate::wire::{BuildResults, KernelFactsShare, OwnerAnswer, Seed};
 
     #[test]
     fn exchange_and_tags_over_the_in_process_communicator() {
@@ -229,6 +347,30 @@ mod tests {
             let why = got.expect_err("the rank aborted");
             let why = why.downcast_ref::<String>().expect("abort's message");
             assert_eq!(why, &format!("rank {rank} aborted the in-process job"));
+        }
+    }
+
+    thread_local! {
+        static TEST_STAMP: std::cell::Cell<Stamp> = const { std::cell::Cell::new(Stamp { entries: 0, digest: 0 }) };
+    }
+
+    #[test]
+    fn ranks_at_different_calls_end_the_job_at_their_next_collective() {
+        let results = on_ranks(3, |c| {
+            let node = Node::over_with_stamps(Box::new(c), || TEST_STAMP.with(|s| s.get()));
+            let digest = if node.rank == 2 { 0xbad } else { 0x600d };
+            TEST_STAMP.with(|s| s.set(Stamp { entries: 9, digest }));
+            let agreed = node.try_exchange(&Seed(1)).map(drop).map_err(|e| e.to_string());
+            TEST_STAMP.with(|s| s.set(Stamp { entries: 9, digest: 1 }));
+            let again = node.try_exchange(&Seed(2)).map(drop);
+            (agreed, again.is_ok())
+        });
+        for got in results {
+            let (agreed, again) = got.expect("no rank aborted");
+            let why = agreed.expect_err("the stamps differ");
+            assert!(why.starts_with("the ranks reached one collective at different calls (rank 0 after entry #9 (digest 000000000000600d), rank 1"), "{why}");
+            assert!(why.contains("rank 2 after entry #9 (digest 0000000000000bad)"), "{why}");
+            assert!(again, "the same stamps agree");
         }
     }
 }

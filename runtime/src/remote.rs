@@ -1,6 +1,8 @@
 //! What crosses ranks for a command or a planned step (Table IV.1): the sends and
 //! receives that follow device work on one rank and feed device work on another, and
-//! the broadcast that makes what the host reads identical on every rank.
+//! the broadcast that makes what the host reads identical on every rank. A failure
+//! travels in place of the bytes (`comm::Header`), so it reaches every receiver as that
+//! command's error.
 //!
 //! Every function here is called under the scheduler lock, in schedule order, on every
 //! rank alike; the caller takes each message's tag from `Node::tag_with` in that order,
@@ -198,36 +200,38 @@ pub fn other_ranks() -> Vec<(u32, u64)> {
         .collect()
 }
 
-/// Completes `done` once every one of `count` parts arrived; a failed part fails it.
-pub fn join(done: Arc<Event>, count: usize) -> impl Fn(bool) + Send + Sync + Clone {
+/// Completes `done` once every one of `count` parts arrived, with the first failure
+/// among them, if any.
+pub fn join(done: Arc<Event>, count: usize) -> impl Fn(cl_int) + Send + Sync + Clone {
     struct Join {
         done: Arc<Event>,
         left: AtomicI32,
-        failed: AtomicI32,
+        failure: AtomicI32,
     }
     let j = Arc::new(Join {
         done,
         left: AtomicI32::new(count as i32),
-        failed: AtomicI32::new(0),
+        failure: AtomicI32::new(CL_COMPLETE),
     });
-    move |ok: bool| {
-        if !ok {
-            j.failed.store(1, Ordering::Release);
+    move |status: cl_int| {
+        if status < 0 {
+            let _ = (j.failure).compare_exchange(
+                CL_COMPLETE,
+                status,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
         }
         if j.left.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let status = if j.failed.load(Ordering::Acquire) != 0 {
-                CL_OUT_OF_RESOURCES
-            } else {
-                CL_COMPLETE
-            };
-            j.done.complete(status);
+            j.done.complete(j.failure.load(Ordering::Acquire));
         }
     }
 }
 
 /// Once `after` (device work writing `span`) is done, sends the bytes of `span` to
 /// `peers` (each with its tag); `done` completes when every send has. A failed `after`
-/// still sends (so no peer waits forever) and fails `done`.
+/// sends its failure instead of the bytes (every peer's receive fails with it) and
+/// fails `done` with it.
 pub fn send_when_done(
     after: &Arc<Event>,
     done: Arc<Event>,
@@ -243,20 +247,18 @@ pub fn send_when_done(
     }
     after.on_done(move |status| {
         tracing::trace!("sending {} bytes to {peers:?}", span.len());
-        let (ptr, block) = match span {
-            HostSpan::Contiguous { ptr, .. } => (ptr, None),
+        let (ptr, block, status) = match span {
+            _ if status < 0 => (0, None, status),
+            HostSpan::Contiguous { ptr, .. } => (ptr, None, status),
             HostSpan::Rect { .. } => match Staging::new(span.len()) {
                 Ok(b) => {
                     span.copy(&b, true);
-                    (b.addr(), Some(b))
+                    (b.addr(), Some(b), status)
                 }
-                Err(rc) => {
-                    done.complete(rc);
-                    return;
-                }
+                Err(rc) => (0, None, rc),
             },
         };
-        let failed_before = status < 0;
+        let status = status.min(CL_COMPLETE);
         let arrive = join(done.clone(), peers.len());
         for (peer, tag) in peers {
             let arrive = arrive.clone();
@@ -269,16 +271,50 @@ pub fn send_when_done(
                 ptr,
                 len: span.len(),
                 what,
-                done: Box::new(move |ok| {
+                status,
+                done: Box::new(move |transport| {
                     drop((block, keep));
-                    arrive(ok && !failed_before);
+                    arrive(if status < 0 { status } else { transport });
                 }),
             });
         }
     });
 }
 
-/// Once `deps` are done, receives `span` from `peer`; `done` completes on arrival.
+/// Sends `rc` in place of `len` bytes to each of `peers`: this rank failed before it
+/// could send them, and its peers must neither wait for them nor take stale bytes.
+pub fn send_failure(peers: impl IntoIterator<Item = (u32, u64)>, rc: cl_int, len: usize, what: What) {
+    for (peer, tag) in peers {
+        node().transfer(Transfer {
+            direction: Direction::Send,
+            peer,
+            tag,
+            ptr: 0,
+            len,
+            what,
+            status: rc.min(-1),
+            done: Box::new(|_| {}),
+        });
+    }
+}
+
+/// Consumes the message of `len` bytes `peer` sends with `tag` without taking it: this
+/// rank failed before it could, and the sender must not wait for it.
+pub fn discard(peer: u32, tag: u64, len: usize, what: What) {
+    node().transfer(Transfer {
+        direction: Direction::Discard,
+        peer,
+        tag,
+        ptr: 0,
+        len,
+        what,
+        status: CL_COMPLETE,
+        done: Box::new(|_| {}),
+    });
+}
+
+/// Once `deps` are done, receives `span` from `peer`; `done` completes on arrival, with
+/// the sender's failure if it sent one.
 pub fn receive_after(
     deps: Vec<Arc<Event>>,
     done: Arc<Event>,
@@ -294,6 +330,7 @@ pub fn receive_after(
             HostSpan::Rect { .. } => match Staging::new(span.len()) {
                 Ok(b) => (b.addr(), Some(b)),
                 Err(rc) => {
+                    discard(peer, tag, span.len(), what);
                     done.complete(rc);
                     return;
                 }
@@ -306,12 +343,13 @@ pub fn receive_after(
             ptr,
             len: span.len(),
             what,
-            done: Box::new(move |ok| {
-                if let Some(b) = &block {
+            status: CL_COMPLETE,
+            done: Box::new(move |status| {
+                if let (Some(b), true) = (&block, status >= 0) {
                     span.copy(b, false);
                 }
                 drop(keep);
-                done.complete(if ok { CL_COMPLETE } else { CL_OUT_OF_RESOURCES });
+                done.complete(status);
             }),
         });
     };
@@ -328,86 +366,6 @@ pub fn receive_after(
         // The receive is posted whatever the dependencies' status: the sender sends.
         gate.on_done(move |_| post());
     }
-}
-
-/// A read whose bytes every rank receives, with the owner's outcome: once `after` (the
-/// owner's read into `span`) is done, its bytes go to every peer, then its status (a
-/// failed read, or one behind a failed command, fails on every rank alike); `done`
-/// completes with that status once both are sent. `data_peers` and `status_peers` carry
-/// each peer's tags, taken in that order on every rank.
-pub fn send_read(
-    after: &Arc<Event>,
-    done: Arc<Event>,
-    data_peers: Vec<(u32, u64)>,
-    status_peers: Vec<(u32, u64)>,
-    span: HostSpan,
-    what: What,
-) {
-    // Filled before the data is sent (callbacks run in the order they were added), so
-    // before the status is.
-    let word = Arc::new(AtomicI32::new(CL_COMPLETE));
-    let w = word.clone();
-    after.on_done(move |status| w.store(status.min(CL_COMPLETE), Ordering::Release));
-    let data_sent = Event::new(done.context.clone(), None, done.command_type, new_stream());
-    send_when_done(after, data_sent.clone(), data_peers, span, what, None);
-    let status_sent = Event::new(done.context.clone(), None, done.command_type, new_stream());
-    let status_span = HostSpan::Contiguous {
-        ptr: word.as_ptr() as usize,
-        len: 4,
-    };
-    let keep: Arc<dyn Any + Send + Sync> = word.clone();
-    send_when_done(
-        &data_sent,
-        status_sent.clone(),
-        status_peers,
-        status_span,
-        what,
-        Some(keep),
-    );
-    status_sent.on_done(move |transport| {
-        let status = word.load(Ordering::Acquire);
-        done.complete(if status < 0 { status } else { transport });
-    });
-}
-
-/// The other side of [`send_read`]: the bytes into `span` once `deps` are done, and the
-/// owner's status; `done` completes with that status.
-pub fn receive_read(
-    deps: Vec<Arc<Event>>,
-    done: Arc<Event>,
-    peer: u32,
-    tags: (u64, u64),
-    span: HostSpan,
-    what: What,
-) {
-    let data = Event::new(done.context.clone(), None, done.command_type, new_stream());
-    receive_after(deps, data.clone(), peer, tags.0, span, what, None);
-    let word = Arc::new(AtomicI32::new(CL_COMPLETE));
-    let status_in = Event::new(done.context.clone(), None, done.command_type, new_stream());
-    let status_span = HostSpan::Contiguous {
-        ptr: word.as_ptr() as usize,
-        len: 4,
-    };
-    let keep: Arc<dyn Any + Send + Sync> = word.clone();
-    receive_after(
-        Vec::new(),
-        status_in.clone(),
-        peer,
-        tags.1,
-        status_span,
-        what,
-        Some(keep),
-    );
-    let both = Event::new(done.context.clone(), None, done.command_type, new_stream());
-    both.complete_after(vec![data, status_in]);
-    both.on_done(move |transport| {
-        let owner_status = word.load(Ordering::Acquire).min(CL_COMPLETE);
-        done.complete(if transport < 0 {
-            transport
-        } else {
-            owner_status
-        });
-    });
 }
 
 #[cfg(test)]

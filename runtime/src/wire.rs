@@ -25,7 +25,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
 pub const MAGIC: [u8; 4] = *b"MCLw";
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 const HEADER: usize = 7;
 
 /// Which message a collective exchanges: each collective sends one kind only.
@@ -44,10 +44,11 @@ pub enum Kind {
     VerifyCalls = 10,
     Statistics = 11,
     Seed = 12,
+    History = 13,
 }
 
 impl Kind {
-    const ALL: [Kind; 12] = [
+    const ALL: [Kind; 13] = [
         Kind::Devices,
         Kind::DeviceQuery,
         Kind::SubDevices,
@@ -60,6 +61,7 @@ impl Kind {
         Kind::VerifyCalls,
         Kind::Statistics,
         Kind::Seed,
+        Kind::History,
     ];
 
     fn name(self) -> &'static str {
@@ -76,6 +78,7 @@ impl Kind {
             Kind::VerifyCalls => "verification call list",
             Kind::Statistics => "statistics",
             Kind::Seed => "seed",
+            Kind::History => "call history",
         }
     }
 }
@@ -376,6 +379,25 @@ impl Message for VerifyCalls {
     const KIND: Kind = Kind::VerifyCalls;
 }
 
+/// A rank's last entries of its call history (`history`), for the report of the first
+/// one that differs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecentHistory(pub Vec<HistoryEntry>);
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// The entry's number in this rank's run, from 1.
+    pub index: u64,
+    pub hash: u64,
+    /// The chained digest after this entry.
+    pub chain: u64,
+    pub what: String,
+}
+
+impl Message for RecentHistory {
+    const KIND: Kind = Kind::History;
+}
+
 /// At exit: this rank's statistics, in the order of `stats::Figures::NAMES` (a counter
 /// added, removed or moved there changes the format too: `format_fingerprint` hashes the
 /// names).
@@ -507,6 +529,12 @@ mod tests {
             encode(&verify_calls()),
             encode(&statistics()),
             encode(&Seed(1_700_000_000)),
+            encode(&RecentHistory(vec![HistoryEntry {
+                index: 9,
+                hash: 3,
+                chain: u64::MAX,
+                what: "create buffer #2 of 64 bytes".into(),
+            }])),
         ]
     }
 
@@ -617,7 +645,8 @@ mod tests {
                     9 => decode::<VerifyDigest>(&whole[..n], 2).map(|_| ()),
                     10 => decode::<VerifyCalls>(&whole[..n], 2).map(|_| ()),
                     11 => decode::<Statistics>(&whole[..n], 2).map(|_| ()),
-                    _ => decode::<Seed>(&whole[..n], 2).map(|_| ()),
+                    12 => decode::<Seed>(&whole[..n], 2).map(|_| ()),
+                    _ => decode::<RecentHistory>(&whole[..n], 2).map(|_| ()),
                 }
                 .expect_err("a truncated message fails");
                 assert_eq!(problem.sender, 2);
@@ -802,7 +831,9 @@ mod tests {
         });
         let mut results = results.into_iter();
         let at_exit = results.next().unwrap().expect("rank 0 did not abort");
-        let e = at_exit.unwrap_err();
+        let crate::node::Why::Wire(e) = at_exit.unwrap_err().why else {
+            panic!("a wire error")
+        };
         assert_eq!((e.kind, e.sender), (Kind::Statistics, 1));
         assert_eq!(e.problem, Problem::OtherKind(Kind::Seed as u8));
         assert!(results.next().unwrap().is_err(), "rank 1 aborted");
@@ -833,7 +864,7 @@ mod tests {
             assert_eq!(statuses, want);
             assert!(digests.iter().all(|d| *d == digests[0]));
             let want: Vec<_> = (0..3).map(|r| Statistics(vec![r; 2])).collect();
-            assert_eq!(stats, Ok(want));
+            assert_eq!(stats.expect("the stamps agree"), want);
         }
     }
 
@@ -850,7 +881,7 @@ mod tests {
         }
         assert_eq!(
             (VERSION, h),
-            (3, 0x747f_4934_bf1a_aa63),
+            (4, 0x0ad9_c829_eddb_0af7),
             "the wire format changed: bump wire::VERSION and update this fingerprint"
         );
     }

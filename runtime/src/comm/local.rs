@@ -3,7 +3,8 @@
 //! by (sender, receiver, tag) like MPI's, whichever end is posted first, and copied when
 //! both are there.
 
-use super::{describe, Communicator, Direction, Place, Transfer};
+use super::{arrival, describe, divergence_report, Arrival, Communicator, Direction, Header};
+use super::{Place, Transfer};
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -96,15 +97,19 @@ impl Communicator for Local {
 
     fn transfer(&self, t: Transfer) {
         let me = self.place.rank;
-        let (key, other) = match t.direction {
-            Direction::Send => ((me, t.peer, t.tag), Direction::Recv),
-            Direction::Recv => ((t.peer, me, t.tag), Direction::Send),
+        let sending = t.direction == Direction::Send;
+        let key = if sending {
+            (me, t.peer, t.tag)
+        } else {
+            (t.peer, me, t.tag)
         };
         let matched = {
             let mut m = self.shared.transfers.lock();
             let queue = m.waiting.entry(key).or_default();
             match queue.front() {
-                Some((q, _)) if q.direction == other => queue.pop_front().map(|(q, _)| q),
+                Some((q, _)) if (q.direction == Direction::Send) != sending => {
+                    queue.pop_front().map(|(q, _)| q)
+                }
                 _ => {
                     queue.push_back((t, Instant::now()));
                     return;
@@ -112,22 +117,31 @@ impl Communicator for Local {
             }
         };
         let Some(peer) = matched else { return };
-        let (send, recv) = match t.direction {
-            Direction::Send => (t, peer),
-            Direction::Recv => (peer, t),
+        let (send, recv) = if sending { (t, peer) } else { (peer, t) };
+        // As MPI: a receive takes a message no longer than its buffer; a failed send
+        // carries no bytes, a discarding receive takes none.
+        let bytes = if send.status >= 0 { send.len } else { 0 };
+        let room = if recv.direction == Direction::Discard {
+            0
+        } else {
+            recv.len
         };
-        // As MPI: a receive takes a message no longer than its buffer.
-        let ok = send.len <= recv.len;
-        if ok && send.len > 0 {
+        let ok = bytes <= room;
+        if ok && bytes > 0 {
             // SAFETY: both posters keep their `len` bytes at `ptr` valid until `done`
             // (the `Transfer` contract), and a send buffer and a receive buffer of two
             // transfers do not overlap.
-            unsafe {
-                std::ptr::copy_nonoverlapping(send.ptr as *const u8, recv.ptr as *mut u8, send.len)
-            };
+            unsafe { std::ptr::copy_nonoverlapping(send.ptr as *const u8, recv.ptr as *mut u8, bytes) };
         }
-        (send.done)(ok);
-        (recv.done)(ok);
+        let status = match arrival(&recv, &Header::of(&send), ok) {
+            Arrival::Status(s) => s,
+            Arrival::Diverged(text) => {
+                crate::diag!("{}", divergence_report(send.peer, recv.peer, &text, None));
+                self.abort()
+            }
+        };
+        (send.done)(0);
+        (recv.done)(status);
     }
 
     fn pending_report(&self) -> Vec<String> {
@@ -138,7 +152,7 @@ impl Communicator for Local {
             .flat_map(|(&(from, to, _), q)| q.iter().map(move |e| (from, to, e)))
             .filter(|(from, to, (t, _))| match t.direction {
                 Direction::Send => *from == me,
-                Direction::Recv => *to == me,
+                Direction::Recv | Direction::Discard => *to == me,
             })
             .map(|(_, _, (t, since))| describe(t.direction, t.peer, &t.what, since.elapsed()))
             .collect()
@@ -154,6 +168,7 @@ impl Communicator for Local {
 pub(crate) mod tests {
     use super::*;
     use crate::comm::What;
+    use crate::history::Stamp;
     use std::sync::mpsc;
 
     /// Runs `f` on every rank of an `n`-rank group, each on its own thread; their
@@ -202,17 +217,21 @@ pub(crate) mod tests {
             buffer: 1,
             offset: 0,
             len: 0,
+            stamp: Stamp::default(),
         }
     }
 
-    /// Posts a transfer of `buf` and returns where its outcome arrives.
-    fn post(
+    /// Posts a transfer of `buf` (planned at `stamp`, failed with `status` if a send)
+    /// and returns where its outcome arrives.
+    fn post_as(
         c: &Local,
         direction: Direction,
         peer: u32,
         tag: u64,
         buf: &mut [u8],
-    ) -> mpsc::Receiver<bool> {
+        stamp: Stamp,
+        status: i32,
+    ) -> mpsc::Receiver<i32> {
         let (tx, rx) = mpsc::channel();
         c.transfer(Transfer {
             direction,
@@ -220,10 +239,29 @@ pub(crate) mod tests {
             tag,
             ptr: buf.as_mut_ptr() as usize,
             len: buf.len(),
-            what: what(),
-            done: Box::new(move |ok| {
-                let _ = tx.send(ok);
+            what: What { stamp, ..what() },
+            status,
+            done: Box::new(move |status| {
+                let _ = tx.send(status);
             }),
+        });
+        rx
+    }
+
+    /// [`post_as`] of a transfer that succeeds, planned alike everywhere: whether it did.
+    fn post(
+        c: &Local,
+        direction: Direction,
+        peer: u32,
+        tag: u64,
+        buf: &mut [u8],
+    ) -> mpsc::Receiver<bool> {
+        let outcome = post_as(c, direction, peer, tag, buf, Stamp::default(), 0);
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            if let Ok(status) = outcome.recv() {
+                let _ = tx.send(status == 0);
+            }
         });
         rx
     }
@@ -259,7 +297,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn an_unmatched_transfer_is_pending_and_a_short_receive_fails() {
+    fn an_unmatched_transfer_is_pending_until_its_peer_posts() {
         let results = on_ranks(2, |c| {
             let me = c.place().rank;
             let mut buf = vec![me as u8; 8];
@@ -267,25 +305,65 @@ pub(crate) mod tests {
             c.all_gather(&[]);
             let report = c.pending_report();
             c.all_gather(&[]);
-            let mut small = vec![0u8; if me == 0 { 4 } else { 8 }];
-            let dir = if me == 0 {
-                Direction::Recv
-            } else {
-                Direction::Send
-            };
-            let short = post(&c, dir, 1 - me, 7, &mut small);
-            let short_ok = short.recv().unwrap();
-            // Complete the first pair so both buffers are released.
             let mut out = vec![0u8; 8];
             let sent = post(&c, Direction::Send, 1 - me, 99, &mut out);
-            (report, short_ok, rx.recv().unwrap() && sent.recv().unwrap())
+            (report, rx.recv().unwrap() && sent.recv().unwrap())
         });
         for got in results {
-            let (report, short_ok, ok) = got.expect("no rank panicked");
+            let (report, ok) = got.expect("no rank panicked");
             assert_eq!(report.len(), 1, "{report:?}");
             assert!(report[0].starts_with("receive of bytes 0..0 of buffer #1 from rank"));
-            assert!(!short_ok);
             assert!(ok);
+        }
+    }
+
+    #[test]
+    fn a_failed_send_reaches_its_receiver_and_a_discard_completes_its_sender() {
+        let results = on_ranks(2, |c| {
+            let me = c.place().rank;
+            let mut buf = vec![7u8; 64];
+            let stamp = Stamp::default();
+            if me == 0 {
+                // Tag 1: failed before it could read; tag 2: a discarded message.
+                let failed = post_as(&c, Direction::Send, 1, 1, &mut buf, stamp, -4);
+                let dropped = post_as(&c, Direction::Send, 1, 2, &mut buf, stamp, 0);
+                (failed.recv().unwrap(), dropped.recv().unwrap(), buf)
+            } else {
+                let mut other = vec![0u8; 64];
+                let failed = post_as(&c, Direction::Recv, 0, 1, &mut buf, stamp, 0);
+                let dropped = post_as(&c, Direction::Discard, 0, 2, &mut other, stamp, 0);
+                let statuses = (failed.recv().unwrap(), dropped.recv().unwrap());
+                // Neither message's bytes arrived.
+                assert!(buf.iter().chain(&other).all(|&b| b == 7 || b == 0));
+                (statuses.0, statuses.1, other)
+            }
+        });
+        let (sent, dropped, _) = results[0].as_ref().expect("rank 0 finished");
+        assert_eq!((*sent, *dropped), (0, 0), "both sends complete");
+        let (failed, discarded, other) = results[1].as_ref().expect("rank 1 finished");
+        assert_eq!(*failed, -4, "the receive fails with the sender's failure");
+        assert_eq!(*discarded, -5, "a discarded receive fails here");
+        assert!(other.iter().all(|&b| b == 0), "a discard takes no bytes");
+    }
+
+    #[test]
+    fn a_message_planned_elsewhere_in_the_call_sequence_ends_the_job() {
+        for (stamps, lens) in [
+            // Another point of the call sequence.
+            ([(3, 0xa), (4, 0xb)], [16, 16]),
+            // The same point, other bytes (a buffer of another size).
+            ([(3, 0xa), (3, 0xa)], [16, 24]),
+        ] {
+            let results = on_ranks(2, move |c| {
+                let me = c.place().rank as usize;
+                let (entries, digest) = stamps[me];
+                let stamp = Stamp { entries, digest };
+                let mut buf = vec![1u8; lens[me]];
+                let dir = [Direction::Send, Direction::Recv][me];
+                post_as(&c, dir, 1 - me as u32, 5, &mut buf, stamp, 0).recv()
+            });
+            let aborted = results.iter().filter(|r| r.is_err()).count();
+            assert_eq!(aborted, 1, "the rank that matched the pair aborts the job");
         }
     }
 }

@@ -10,7 +10,8 @@
 //!   `data` for buffer contents, moved by non-blocking point-to-point operations that one
 //!   progress thread posts and completes.
 
-use super::{describe, Communicator, Direction, Place, Transfer};
+use super::{arrival, describe, divergence_report, Arrival, Communicator, Direction, Header};
+use super::{Place, Transfer};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use mpi::ffi;
 use mpi::topology::{Communicator as _, SimpleCommunicator};
@@ -28,6 +29,11 @@ const CHUNK: usize = 1 << 30;
 
 /// Tags wrap below the smallest `MPI_TAG_UB` the standard allows.
 const TAG_SPAN: u64 = 32768;
+
+/// On the alert communicator: a rank that found a message diverged asks its sender for
+/// its call history, which the sender's progress thread answers.
+const TAG_ASK: c_int = 1;
+const TAG_ANSWER: c_int = 2;
 
 /// A posted transfer as deadline reports show it: direction, peer, purpose, since when.
 type PendingTransfer = (Direction, u32, super::What, Instant);
@@ -110,10 +116,16 @@ impl Mpi {
         let world = SimpleCommunicator::world();
         let control = world.duplicate();
         let data = world.duplicate();
+        let alert = world.duplicate();
         let local = world.split_shared(world.rank());
         let data_raw = RawComm(data.as_raw());
-        // The data communicator lives as long as the process (freed by MPI_Finalize).
+        let alert_raw = RawComm(alert.as_raw());
+        // SAFETY: a live communicator; a failed transfer (a message longer than planned,
+        // a discarded one) must come back as an error code, not end the job unexplained.
+        unsafe { ffi::MPI_Comm_set_errhandler(data_raw.0, ffi::RSMPI_ERRORS_RETURN) };
+        // These communicators live as long as the process (freed by MPI_Finalize).
         std::mem::forget(data);
+        std::mem::forget(alert);
         let (jobs, rx) = crossbeam_channel::unbounded();
         let pending = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -125,7 +137,7 @@ impl Mpi {
                 .name("mirrorcl-progress".into())
                 .spawn(move || {
                     crate::replica::mark_runtime_thread();
-                    progress_loop(rank, data_raw, rx, pending, stop, wait_timeout)
+                    progress_loop(rank, data_raw, alert_raw, rx, pending, stop, wait_timeout)
                 })
                 .expect("spawn the MPI progress thread")
         };
@@ -230,22 +242,33 @@ impl Communicator for Mpi {
 
 struct Active {
     requests: Vec<ffi::MPI_Request>,
+    /// The header sent, or the one received.
+    header: Box<[u8; 32]>,
+    /// Whether one of the requests failed.
+    failed: bool,
     transfer: Option<Transfer>,
     since: Instant,
 }
 
-fn post(comm: RawComm, t: &Transfer) -> Result<Vec<ffi::MPI_Request>, c_int> {
-    let mut requests = Vec::new();
+/// Posts a transfer: its header, then its bytes in chunks of at most `CHUNK`, all with
+/// its tag (MPI keeps messages of one sender and tag in order). Both ends post as many
+/// chunks as the planned length needs; a failed send's chunks and a discarded receive's
+/// are empty.
+fn post(comm: RawComm, t: &Transfer) -> Result<Active, c_int> {
+    let header = Box::new(match t.direction {
+        Direction::Send => Header::of(t).as_bytes(),
+        Direction::Recv | Direction::Discard => [0u8; 32],
+    });
     let tag = (t.tag % TAG_SPAN) as c_int;
-    let mut offset = 0usize;
-    // A zero-byte transfer still posts one (empty) message so both ends complete.
-    loop {
-        let n = (t.len - offset).min(CHUNK);
+    // The box's contents stay put when `Active` moves.
+    let header_ptr = header.as_ptr() as *mut u8;
+    let mut requests = Vec::with_capacity(2);
+    let mut message = |ptr: *mut u8, n: usize| -> Result<(), c_int> {
         // SAFETY: a null request handle, filled in by MPI.
         let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
-        let ptr = (t.ptr + offset) as *mut std::ffi::c_void;
-        // SAFETY: the caller keeps `len` bytes at `ptr` valid until `done`; the count
-        // fits a c_int (CHUNK).
+        let ptr = ptr as *mut std::ffi::c_void;
+        // SAFETY: the caller keeps `len` bytes at `ptr` valid until `done` (the header
+        // lives in `active`); the count fits a c_int (CHUNK).
         let rc = unsafe {
             match t.direction {
                 Direction::Send => ffi::MPI_Isend(
@@ -257,7 +280,7 @@ fn post(comm: RawComm, t: &Transfer) -> Result<Vec<ffi::MPI_Request>, c_int> {
                     comm.0,
                     &mut req,
                 ),
-                Direction::Recv => ffi::MPI_Irecv(
+                Direction::Recv | Direction::Discard => ffi::MPI_Irecv(
                     ptr,
                     n as c_int,
                     ffi::RSMPI_UINT8_T,
@@ -272,11 +295,35 @@ fn post(comm: RawComm, t: &Transfer) -> Result<Vec<ffi::MPI_Request>, c_int> {
             return Err(rc);
         }
         requests.push(req);
+        Ok(())
+    };
+    message(header_ptr, 32)?;
+    let carries_bytes = match t.direction {
+        Direction::Send => t.status >= 0,
+        Direction::Recv => true,
+        Direction::Discard => false,
+    };
+    // A zero-byte transfer still posts one (empty) message so both ends complete.
+    let mut offset = 0usize;
+    loop {
+        let n = (t.len - offset).min(CHUNK);
+        if carries_bytes {
+            message((t.ptr + offset) as *mut u8, n)?;
+        } else {
+            message(header_ptr, 0)?;
+        }
         offset += n;
         if offset >= t.len {
-            return Ok(requests);
+            break;
         }
     }
+    Ok(Active {
+        requests,
+        header,
+        failed: false,
+        transfer: None,
+        since: Instant::now(),
+    })
 }
 
 /// The progress thread's state.
@@ -285,11 +332,13 @@ struct Progress {
     comm: RawComm,
     active: VecDeque<Active>,
     pending: Pending,
+    asks: Asks,
 }
 
 fn progress_loop(
     rank: u32,
     comm: RawComm,
+    alert: RawComm,
     jobs: Receiver<Transfer>,
     pending: Pending,
     stop: Arc<AtomicBool>,
@@ -300,10 +349,13 @@ fn progress_loop(
         comm,
         active: VecDeque::new(),
         pending,
+        asks: Asks::new(alert),
     };
     loop {
+        p.asks.serve();
         // At exit, transfers still pending after the grace period are abandoned.
         if stop.load(Ordering::Acquire) {
+            p.asks.close();
             return;
         }
         // Take new work: block when there is nothing to progress.
@@ -340,18 +392,17 @@ fn progress_loop(
 impl Progress {
     fn start(&mut self, t: Transfer) {
         match post(self.comm, &t) {
-            Ok(requests) => self.active.push_back(Active {
-                requests,
-                transfer: Some(t),
-                since: Instant::now(),
-            }),
+            Ok(mut active) => {
+                active.transfer = Some(t);
+                self.active.push_back(active);
+            }
             Err(rc) => {
                 crate::diag!(
                     "MirrorCL: rank {}: MPI error {rc} posting a {}",
                     self.rank,
                     describe(t.direction, t.peer, &t.what, Duration::ZERO)
                 );
-                (t.done)(false);
+                (t.done)(super::CL_OUT_OF_RESOURCES);
             }
         }
     }
@@ -362,20 +413,34 @@ impl Progress {
         let mut i = 0;
         while i < self.active.len() {
             let a = &mut self.active[i];
-            let mut flag: c_int = 0;
-            // SAFETY: live requests posted above; statuses ignored.
-            let rc = unsafe {
-                ffi::MPI_Testall(
-                    a.requests.len() as c_int,
-                    a.requests.as_mut_ptr(),
-                    &mut flag,
-                    ffi::RSMPI_STATUSES_IGNORE,
-                )
-            };
-            if rc != 0 || flag != 0 {
+            // Each request on its own: one that fails (a truncated message) must not
+            // end the transfer while its others still use the buffers.
+            // SAFETY: a null request handle to compare with.
+            let null = unsafe { ffi::RSMPI_REQUEST_NULL };
+            for req in a.requests.iter_mut().filter(|r| **r != null) {
+                let mut flag: c_int = 0;
+                // SAFETY: a live request posted above (MPI nulls it once complete).
+                let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+                if rc != 0 {
+                    a.failed = true;
+                    *req = null;
+                }
+            }
+            if a.requests.iter().all(|r| *r == null) {
                 let mut done = self.active.remove(i).expect("index in range");
+                let ok = !done.failed;
                 if let Some(t) = done.transfer.take() {
-                    (t.done)(rc == 0);
+                    let status = match t.direction {
+                        Direction::Send if ok => 0,
+                        Direction::Send => super::CL_OUT_OF_RESOURCES,
+                        Direction::Recv | Direction::Discard => {
+                            match arrival(&t, &Header::from_bytes(&done.header), ok) {
+                                Arrival::Status(s) => s,
+                                Arrival::Diverged(text) => self.diverged(t.peer, &text),
+                            }
+                        }
+                    };
+                    (t.done)(status);
                 }
                 progressed = true;
             } else {
@@ -407,6 +472,14 @@ impl Progress {
         crate::node::node().abort();
     }
 
+    /// A message showed the replicas diverged: asks its sender for its call history
+    /// (a few seconds at most), reports the first call that differs, ends the job.
+    fn diverged(&mut self, peer: u32, text: &str) -> ! {
+        let theirs = self.asks.history_of(peer);
+        crate::diag!("{}", divergence_report(self.rank, peer, text, theirs));
+        crate::node::node().abort()
+    }
+
     fn publish(&self) {
         let mut p = self.pending.lock();
         p.clear();
@@ -415,5 +488,135 @@ impl Progress {
                 .as_ref()
                 .map(|t| (t.direction, t.peer, t.what, a.since))
         }));
+    }
+}
+
+/// The progress thread's side of the alert communicator: answers other ranks' requests
+/// for this rank's call history, and asks for another's.
+struct Asks {
+    alert: RawComm,
+    request: ffi::MPI_Request,
+    word: Box<[u8; 8]>,
+}
+
+impl Asks {
+    fn new(alert: RawComm) -> Asks {
+        let mut asks = Asks {
+            alert,
+            // SAFETY: a null request handle, replaced by `listen`.
+            request: unsafe { ffi::RSMPI_REQUEST_NULL },
+            word: Box::new([0; 8]),
+        };
+        asks.listen();
+        asks
+    }
+
+    fn listen(&mut self) {
+        // SAFETY: `word` lives as long as the request (in `self`, boxed).
+        unsafe {
+            ffi::MPI_Irecv(
+                self.word.as_mut_ptr() as *mut std::ffi::c_void,
+                8,
+                ffi::RSMPI_UINT8_T,
+                ffi::RSMPI_ANY_SOURCE,
+                TAG_ASK,
+                self.alert.0,
+                &mut self.request,
+            )
+        };
+    }
+
+    /// Withdraws the standing receive (before MPI is finalised).
+    fn close(&mut self) {
+        // SAFETY: the live request posted by `listen`: cancelled, then completed.
+        unsafe {
+            ffi::MPI_Cancel(&mut self.request);
+            ffi::MPI_Wait(&mut self.request, ffi::RSMPI_STATUS_IGNORE);
+        }
+    }
+
+    /// Answers a request that arrived, if any.
+    fn serve(&mut self) {
+        let mut flag: c_int = 0;
+        // SAFETY: an all-zero MPI_Status is a valid value to be overwritten.
+        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        // SAFETY: the live request posted by `listen`.
+        unsafe { ffi::MPI_Test(&mut self.request, &mut flag, &mut status) };
+        if flag == 0 {
+            return;
+        }
+        let answer = crate::wire::encode(&crate::wire::RecentHistory(crate::history::recent()));
+        // SAFETY: `answer` outlives the blocking send; the asker waits for it.
+        unsafe {
+            ffi::MPI_Send(
+                answer.as_ptr() as *const std::ffi::c_void,
+                answer.len() as c_int,
+                ffi::RSMPI_UINT8_T,
+                status.MPI_SOURCE,
+                TAG_ANSWER,
+                self.alert.0,
+            )
+        };
+        self.listen();
+    }
+
+    /// `peer`'s kept call history, if it answers within a few seconds.
+    fn history_of(&mut self, peer: u32) -> Option<Vec<crate::wire::HistoryEntry>> {
+        let ask = [0u8; 8];
+        // SAFETY: a small message from a live buffer.
+        unsafe {
+            ffi::MPI_Send(
+                ask.as_ptr() as *const std::ffi::c_void,
+                8,
+                ffi::RSMPI_UINT8_T,
+                peer as c_int,
+                TAG_ASK,
+                self.alert.0,
+            )
+        };
+        let give_up = Instant::now() + Duration::from_secs(3);
+        // SAFETY: as in `serve`.
+        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        loop {
+            // The peer may be asking this rank at the same time.
+            self.serve();
+            let mut flag: c_int = 0;
+            // SAFETY: out-pointers to locals.
+            unsafe {
+                ffi::MPI_Iprobe(
+                    peer as c_int,
+                    TAG_ANSWER,
+                    self.alert.0,
+                    &mut flag,
+                    &mut status,
+                )
+            };
+            if flag != 0 {
+                break;
+            }
+            if Instant::now() > give_up {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut count: c_int = 0;
+        // SAFETY: the status of the probed message.
+        unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) };
+        let mut bytes = vec![0u8; count.max(0) as usize];
+        // SAFETY: a buffer of the probed message's size.
+        unsafe {
+            ffi::MPI_Recv(
+                bytes.as_mut_ptr() as *mut std::ffi::c_void,
+                count,
+                ffi::RSMPI_UINT8_T,
+                peer as c_int,
+                TAG_ANSWER,
+                self.alert.0,
+                ffi::RSMPI_STATUS_IGNORE,
+            )
+        };
+        crate::wire::decode::<crate::wire::RecentHistory>(&bytes, peer)
+            .ok()
+            .map(|h| h.0)
     }
 }

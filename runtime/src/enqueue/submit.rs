@@ -59,6 +59,15 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let device = queue.device.clone();
     add(&COUNTERS.commands_created, 1);
     let index = COMMAND_INDEX.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    crate::history::note_command(
+        command_name(cmd.command_type),
+        cmd.command_type,
+        device.index,
+        cmd.accesses.iter().map(|(b, r, mode)| {
+            let root = b.root_range(r.start, r.len());
+            (b.id, root.start, root.end, *mode as u8)
+        }),
+    );
     if crate::verify::enabled() {
         note_for_verify(&cmd, &device);
     }
@@ -178,6 +187,7 @@ fn route(
         buffer: accesses.first().map_or(0, |a| a.buffer),
         offset: accesses.first().map_or(0, |a| a.range.start),
         len: accesses.first().map_or(0, |a| a.range.end - a.range.start),
+        stamp: crate::history::stamp(),
     };
     let runs_here = cmd.at_host || device.local();
     let issued = |event: Arc<Event>, work: VendorWork, deps: Deps| VendorCommand {
@@ -200,15 +210,14 @@ fn route(
             // The owner reads, then sends the bytes to every other rank.
             let read = Event::new(queue.context.clone(), None, cmd.command_type, queue.stream);
             event.set_outlives_vendor();
-            let data_peers = remote::other_ranks();
-            let status_peers = remote::other_ranks();
-            remote::send_read(&read, event.clone(), data_peers, status_peers, span, what());
+            let peers = remote::other_ranks();
+            remote::send_when_done(&read, event.clone(), peers, span, what(), None);
             issue(device, issued(read, f, deps));
             None
         }
         (Work::Vendor(_), false, Some(span)) => {
-            let tags = (node.tag_with(device.owner), node.tag_with(device.owner));
-            remote::receive_read(deps.all, event.clone(), device.owner, tags, span, what());
+            let tag = node.tag_with(device.owner);
+            remote::receive_after(deps.all, event.clone(), device.owner, tag, span, what(), None);
             None
         }
         // Another rank's command, or one on the host copy: bookkeeping here.

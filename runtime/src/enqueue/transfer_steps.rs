@@ -54,6 +54,7 @@ pub(super) fn transfer(
         offset,
         len,
         pieces: &pieces,
+        stamp: crate::history::stamp(),
     };
     let copy = |rc| (CL_COMMAND_COPY_BUFFER, rc);
     let read = |rc| (CL_COMMAND_READ_BUFFER, rc);
@@ -172,6 +173,8 @@ struct StepBytes<'a> {
     offset: usize,
     len: usize,
     pieces: &'a [Range<usize>],
+    /// Where this rank stood when it planned the step: its messages carry it.
+    stamp: crate::history::Stamp,
 }
 
 impl StepBytes<'_> {
@@ -182,7 +185,27 @@ impl StepBytes<'_> {
             buffer: self.step.buffer,
             offset: piece.start as u64,
             len: piece.len() as u64,
+            stamp: self.stamp,
         }
+    }
+
+    /// Pieces `from..` fail on this sending rank with `rc`: each peer gets the failure
+    /// in place of the bytes (`tag_of(peer, i)` gives piece i's tag).
+    fn fail_sends(&self, from: usize, peers: &[(u32, u64)], rc: cl_int) -> cl_int {
+        for (i, piece) in self.pieces.iter().enumerate().skip(from) {
+            let tags = peers.iter().map(|&(peer, first)| (peer, first + i as u64));
+            remote::send_failure(tags, rc, piece.len(), self.what(piece));
+        }
+        rc
+    }
+
+    /// Pieces `from..` fail on this receiving rank with `rc`: their messages are
+    /// consumed and dropped, so that the sender completes.
+    fn fail_receives(&self, from: usize, peer: u32, first: u64, rc: cl_int) -> cl_int {
+        for (i, piece) in self.pieces.iter().enumerate().skip(from) {
+            remote::discard(peer, first + i as u64, piece.len(), self.what(piece));
+        }
+        rc
     }
 
     /// The staging blocks one side of a transfer between devices cycles its pieces
@@ -249,7 +272,10 @@ fn send_to_device(
     deps: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
     let ctx = bytes.ctx;
-    let blocks = bytes.staging_blocks()?;
+    let peer = [(to, tags.start)];
+    let blocks = bytes
+        .staging_blocks()
+        .map_err(|rc| bytes.fail_sends(0, &peer, rc))?;
     let all_sent = Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, new_stream());
     let arrive = remote::join(all_sent.clone(), bytes.pieces.len());
     let mut sent: Vec<Arc<Event>> = Vec::new();
@@ -268,7 +294,8 @@ fn send_to_device(
             piece.len(),
             block.addr(),
             piece_deps,
-        )?;
+        )
+        .map_err(|rc| bytes.fail_sends(i, &peer, rc))?;
         let piece_sent = Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, read.stream);
         let span = HostSpan::Contiguous {
             ptr: block.addr(),
@@ -283,7 +310,7 @@ fn send_to_device(
             Some(block),
         );
         let arrive = arrive.clone();
-        piece_sent.on_done(move |status| arrive(status >= 0));
+        piece_sent.on_done(move |status| arrive(status));
         sent.push(piece_sent);
     }
     Ok(all_sent)
@@ -299,7 +326,10 @@ fn receive_into_device(
     deps: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
     let ctx = bytes.ctx;
-    let blocks = bytes.staging_blocks()?;
+    let first = tags.start;
+    let blocks = bytes
+        .staging_blocks()
+        .map_err(|rc| bytes.fail_receives(0, from, first, rc))?;
     let mut writes: Vec<Arc<Event>> = Vec::new();
     for ((i, piece), tag) in bytes.pieces.iter().enumerate().zip(tags) {
         let block = blocks[i % blocks.len()].clone();
@@ -333,7 +363,8 @@ fn receive_into_device(
             piece.len(),
             block.addr(),
             piece_deps,
-        )?;
+        )
+        .map_err(|rc| bytes.fail_receives(i + 1, from, first, rc))?;
         write.keep(block);
         writes.push(write);
     }
@@ -350,7 +381,9 @@ fn share_host_copy(
     deps: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
     let (ctx, root) = (bytes.ctx, bytes.root);
-    let host = root.host_copy()? as usize;
+    let host = root
+        .host_copy()
+        .map_err(|rc| bytes.fail_sends(0, &firsts, rc))? as usize;
     let done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
     let arrive = remote::join(done.clone(), bytes.pieces.len());
     for (i, piece) in bytes.pieces.iter().enumerate() {
@@ -368,7 +401,8 @@ fn share_host_copy(
             piece.len(),
             host + piece.start,
             deps.clone(),
-        )?;
+        )
+        .map_err(|rc| bytes.fail_sends(i, &firsts, rc))?;
         remote::send_when_done(
             &read,
             piece_done.clone(),
@@ -378,7 +412,7 @@ fn share_host_copy(
             Some(root.clone()),
         );
         let arrive = arrive.clone();
-        piece_done.on_done(move |status| arrive(status >= 0));
+        piece_done.on_done(move |status| arrive(status));
     }
     Ok(done)
 }
@@ -405,7 +439,9 @@ fn receive_host_copy(
     deps: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
     let (ctx, root) = (bytes.ctx, bytes.root);
-    let host = root.host_copy()? as usize;
+    let host = root
+        .host_copy()
+        .map_err(|rc| bytes.fail_receives(0, from, tags.start, rc))? as usize;
     let done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
     let arrive = remote::join(done.clone(), bytes.pieces.len());
     for (piece, tag) in bytes.pieces.iter().zip(tags) {
@@ -424,7 +460,7 @@ fn receive_host_copy(
             Some(root.clone()),
         );
         let arrive = arrive.clone();
-        piece_done.on_done(move |status| arrive(status >= 0));
+        piece_done.on_done(move |status| arrive(status));
     }
     Ok(done)
 }
