@@ -287,7 +287,9 @@ mod tests {
         assert!(after.entries >= before.entries + 2);
         assert_ne!(after.digest, before.digest);
         let kept = recent();
-        assert!(kept.iter().any(|e| e.what == "create buffer #7 of 100 bytes"));
+        assert!(kept
+            .iter()
+            .any(|e| e.what == "create buffer #7 of 100 bytes"));
         assert!(kept.iter().any(|e| e.what
             == "clEnqueueCopyBuffer on device 1, read of bytes 0..100 of buffer #7 and 1 more buffers"));
     }

@@ -360,8 +360,16 @@ mod tests {
             let node = Node::over_with_stamps(Box::new(c), || TEST_STAMP.with(|s| s.get()));
             let digest = if node.rank == 2 { 0xbad } else { 0x600d };
             TEST_STAMP.with(|s| s.set(Stamp { entries: 9, digest }));
-            let agreed = node.try_exchange(&Seed(1)).map(drop).map_err(|e| e.to_string());
-            TEST_STAMP.with(|s| s.set(Stamp { entries: 9, digest: 1 }));
+            let agreed = node
+                .try_exchange(&Seed(1))
+                .map(drop)
+                .map_err(|e| e.to_string());
+            TEST_STAMP.with(|s| {
+                s.set(Stamp {
+                    entries: 9,
+                    digest: 1,
+                })
+            });
             let again = node.try_exchange(&Seed(2)).map(drop);
             (agreed, again.is_ok())
         });
@@ -369,7 +377,10 @@ mod tests {
             let (agreed, again) = got.expect("no rank aborted");
             let why = agreed.expect_err("the stamps differ");
             assert!(why.starts_with("the ranks reached one collective at different calls (rank 0 after entry #9 (digest 000000000000600d), rank 1"), "{why}");
-            assert!(why.contains("rank 2 after entry #9 (digest 0000000000000bad)"), "{why}");
+            assert!(
+                why.contains("rank 2 after entry #9 (digest 0000000000000bad)"),
+                "{why}"
+            );
             assert!(again, "the same stamps agree");
         }
     }

@@ -283,7 +283,12 @@ pub fn send_when_done(
 
 /// Sends `rc` in place of `len` bytes to each of `peers`: this rank failed before it
 /// could send them, and its peers must neither wait for them nor take stale bytes.
-pub fn send_failure(peers: impl IntoIterator<Item = (u32, u64)>, rc: cl_int, len: usize, what: What) {
+pub fn send_failure(
+    peers: impl IntoIterator<Item = (u32, u64)>,
+    rc: cl_int,
+    len: usize,
+    what: What,
+) {
     for (peer, tag) in peers {
         node().transfer(Transfer {
             direction: Direction::Send,

@@ -5,7 +5,9 @@
  * call returns CL_OUT_OF_RESOURCES; set FAIL_EXPECTED=1 then). Every rank must see:
  * clWaitForEvents on it returns CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST and its
  * status is CL_OUT_OF_RESOURCES; a blocking read that waits for it returns
- * CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST. Then the runtime stays usable: the
+ * CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST. So must commands on another device
+ * (another rank's, in a cluster) that wait for it: a copy of its buffer, a blocking
+ * read and a blocking map there. Then the runtime stays usable: the
  * kernel runs again and its result is read back, checked on every rank.
  * Without FAIL_EXPECTED everything must succeed (the native run).
  */
@@ -43,6 +45,31 @@ int main(void)
     cl_int r = clEnqueueReadBuffer(q, o, CL_TRUE, 0, N * 4, got, 1, &kev, NULL);
     printf("read after it: %s\n", cl_err_name(r));
     CHECK_EQ(r, expect_fail ? CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST : CL_SUCCESS);
+    if (ndev > 1) {
+        cl_command_queue q0 = ct_queue(ctx, devs[0], 0);
+        cl_mem p;
+        CREATE(p = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * 4, NULL, &E));
+        cl_event cev;
+        MUST(clEnqueueCopyBuffer(q0, o, p, 0, 0, N * 4, 1, &kev, &cev));
+        w = clWaitForEvents(1, &cev);
+        st = ct_event_status(cev);
+        printf("copy to device 0: wait %s, status %s\n", cl_err_name(w), cl_err_name(st));
+        CHECK_EQ(w, expect_fail ? CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST : CL_SUCCESS);
+        CHECK_TRUE(expect_fail ? st < 0 : st == CL_COMPLETE, "copy status %d", st);
+        r = clEnqueueReadBuffer(q0, p, CL_TRUE, 0, N * 4, got, 1, &kev, NULL);
+        printf("read on device 0 after it: %s\n", cl_err_name(r));
+        CHECK_EQ(r, expect_fail ? CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST : CL_SUCCESS);
+        cl_int me;
+        void *m = clEnqueueMapBuffer(q0, p, CL_TRUE, CL_MAP_READ, 0, 64, 1, &kev, NULL, &me);
+        printf("map on device 0 after it: %s\n", cl_err_name(me));
+        CHECK_EQ(me, expect_fail ? CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST : CL_SUCCESS);
+        if (m)
+            MUST(clEnqueueUnmapMemObject(q0, p, m, 0, NULL, NULL));
+        MUST(clFinish(q0));
+        MUST(clReleaseEvent(cev));
+        MUST(clReleaseMemObject(p));
+        MUST(clReleaseCommandQueue(q0));
+    }
     MUST(clReleaseEvent(kev));
 
     /* Still usable. */

@@ -131,7 +131,9 @@ impl Communicator for Local {
             // SAFETY: both posters keep their `len` bytes at `ptr` valid until `done`
             // (the `Transfer` contract), and a send buffer and a receive buffer of two
             // transfers do not overlap.
-            unsafe { std::ptr::copy_nonoverlapping(send.ptr as *const u8, recv.ptr as *mut u8, bytes) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(send.ptr as *const u8, recv.ptr as *mut u8, bytes)
+            };
         }
         let status = match arrival(&recv, &Header::of(&send), ok) {
             Arrival::Status(s) => s,

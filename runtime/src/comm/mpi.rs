@@ -233,10 +233,10 @@ impl Communicator for Mpi {
             let _ = h.join();
         }
         OWNS_MPI.store(false, Ordering::Release);
-        if let Some(u) = self.universe.lock().take() {
-            // Finalising is collective: every rank gets here at its own exit.
-            drop(u);
-        }
+        // Finalising is collective: every rank gets here at its own exit. Taken out of
+        // the lock first: MPI_Finalize reaches the interposed one, which comes back here.
+        let universe = self.universe.lock().take();
+        drop(universe);
     }
 }
 

@@ -77,6 +77,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         (Location::Device(device.index), queue.stream)
     };
     let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, stream);
+    learn_wait_list_statuses(&mut cmd);
     let accesses = scheduled_accesses(&cmd, &event);
     let work = match (
         work,
@@ -217,11 +218,60 @@ fn route(
         }
         (Work::Vendor(_), false, Some(span)) => {
             let tag = node.tag_with(device.owner);
-            remote::receive_after(deps.all, event.clone(), device.owner, tag, span, what(), None);
+            remote::receive_after(
+                deps.all,
+                event.clone(),
+                device.owner,
+                tag,
+                span,
+                what(),
+                None,
+            );
             None
         }
         // Another rank's command, or one on the host copy: bookkeeping here.
         (Work::Vendor(_), false, None) | (Work::Host, _, _) => Some(deps),
+    }
+}
+
+/// A command's wait list may hold another rank's command, whose failure must fail this
+/// command here as it does on that rank. Its owner sends its status (a message without
+/// bytes, planned alike on both ranks) to every rank that runs this command, which
+/// waits on that arrival in its place. Before `left_out`: the owner sends even where
+/// this command is not enqueued.
+fn learn_wait_list_statuses(cmd: &mut Command) {
+    let node = crate::node::node();
+    if !node.is_cluster() {
+        return;
+    }
+    // Who runs the command: its device's owner, or every rank (on the host copy).
+    let runs_on = (!cmd.at_host).then_some(cmd.queue.device.owner);
+    let what = What {
+        command: "a wait-list status",
+        buffer: 0,
+        offset: 0,
+        len: 0,
+        stamp: crate::history::stamp(),
+    };
+    let nothing = HostSpan::Contiguous { ptr: 0, len: 0 };
+    for e in cmd.wait_list.iter_mut() {
+        let Some(owner) = e.owner() else { continue };
+        let runs_here = runs_on.is_none_or(|r| r == node.rank);
+        if node.rank == owner {
+            let peers: Vec<(u32, u64)> = (0..node.size)
+                .filter(|&r| r != owner && runs_on.is_none_or(|o| o == r))
+                .map(|r| (r, node.tag_with(r)))
+                .collect();
+            if !peers.is_empty() {
+                let sent = Event::new(e.context.clone(), None, CL_COMMAND_MARKER, new_stream());
+                remote::send_when_done(e, sent, peers, nothing, what, None);
+            }
+        } else if runs_here {
+            let learned = Event::new(e.context.clone(), None, e.command_type, new_stream());
+            let tag = node.tag_with(owner);
+            remote::receive_after(Vec::new(), learned.clone(), owner, tag, nothing, what, None);
+            *e = learned;
+        }
     }
 }
 
