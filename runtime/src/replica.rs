@@ -153,15 +153,20 @@ fn dup_high(fd: RawFd, cloexec: bool) -> Option<RawFd> {
 /// the original standard error if this process still has it open.
 fn inherited_setup(rank: u32) -> Option<Option<(RawFd, (u64, u64))>> {
     let value = std::env::var(HANDOFF).ok()?;
-    let fields: Vec<u64> = value.split(':').filter_map(|f| f.parse().ok()).collect();
-    let [r, fd, dev, ino] = fields[..] else {
-        return None;
-    };
-    if r != u64::from(rank) {
+    let mut fields = value.split(':');
+    let r: u32 = fields.next()?.parse().ok()?;
+    let fd: RawFd = fields.next()?.parse().ok()?;
+    let dev: u64 = fields.next()?.parse().ok()?;
+    let ino: u64 = fields.next()?.parse().ok()?;
+    if r != rank {
         return None;
     }
-    let fd = RawFd::try_from(fd).ok()?;
-    Some((identity(fd) == Some((dev, ino))).then_some((fd, (dev, ino))))
+    Some((fd >= 0 && identity(fd) == Some((dev, ino))).then_some((fd, (dev, ino))))
+}
+
+/// Whether this process runs threads besides the caller (a late load, by an ICD loader).
+fn other_threads() -> bool {
+    std::fs::read_dir("/proc/self/task").map_or(true, |d| d.count() > 1)
 }
 
 /// Sets up this rank's output as `MIRRORCL_OUTPUT` says (once per rank, see the module
@@ -187,14 +192,16 @@ pub fn at_load() {
         return;
     }
     // Kept open across exec for the loads after an exec wrapper.
-    let Some(saved) = dup_high(2, false) else {
-        return;
-    };
-    let Some(id) = identity(saved) else {
-        return;
-    };
-    set_diag(saved, id);
-    std::env::set_var(HANDOFF, format!("{rank}:{saved}:{}:{}", id.0, id.1));
+    let saved = dup_high(2, false).and_then(|fd| Some((fd, identity(fd)?)));
+    if let Some((fd, id)) = saved {
+        set_diag(fd, id);
+    }
+    // setenv races with getenv in other threads: only at process start (preloaded or
+    // linked), the case exec wrappers and child processes inherit.
+    if !other_threads() {
+        let (fd, (dev, ino)) = saved.unwrap_or((-1, (0, 0)));
+        std::env::set_var(HANDOFF, format!("{rank}:{fd}:{dev}:{ino}"));
+    }
     match output_mode() {
         Output::Raw => {}
         Output::Root if rank == 0 => {}

@@ -6,7 +6,8 @@
  *
  * Under MirrorCL, what it prints follows MIRRORCL_OUTPUT (root: rank 0's only; all:
  * every rank's, prefixed once), also when it is started through a wrapper that execs it
- * (`mpirun ... env ./cluster_output`, `stdbuf -oL`); MirrorCL's own reports (here a
+ * (`mpirun ... env ./cluster_output`, `stdbuf -oL`) and for its child processes
+ * (`system`); MirrorCL's own reports (here a
  * configuration error, provoked with MIRRORCL_CONFIG=/nonexistent) reach the rank's
  * original standard error, not the program's file.
  */
@@ -20,6 +21,10 @@ int main(void)
 {
     ct_init("cluster_output");
     fprintf(stderr, "a line on standard error\n");
+    /* A child process inherits the rank's descriptors (and LD_PRELOAD): its line must
+     * be handled once, as the program's are. */
+    fflush(stdout);
+    CHECK_TRUE(system("echo a line from a child process") == 0, "system");
     const char *own = getenv("OWN_STDERR");
     if (own) {
         /* open(), not fopen(): MirrorCL sends other ranks' fopen writes to /dev/null. */

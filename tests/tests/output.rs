@@ -19,7 +19,7 @@ fn run(wrapper: &[&str], env: &[(&str, &str)]) -> ClusterOutput {
 }
 
 /// `MIRRORCL_OUTPUT=all` through a wrapper: no rank dies of SIGPIPE, and each rank's
-/// lines, standard output and error, arrive once, prefixed once.
+/// lines, standard output and error and a child process's, arrive once, prefixed once.
 #[test]
 fn all_mode_through_wrappers() {
     for wrapper in WRAPPERS {
@@ -28,7 +28,9 @@ fn all_mode_through_wrappers() {
             let count = |text: &str, line: &str| text.lines().filter(|l| *l == line).count();
             let pass = format!("[rank {r}] PASS cluster_output");
             let err = format!("[rank {r}] a line on standard error");
+            let child = format!("[rank {r}] a line from a child process");
             assert_eq!(count(stdout, &pass), 1, "{wrapper:?}\n{}", out.report());
+            assert_eq!(count(stdout, &child), 1, "{wrapper:?}\n{}", out.report());
             assert_eq!(count(stderr, &err), 1, "{wrapper:?}\n{}", out.report());
             assert!(
                 stdout.lines().chain(stderr.lines()).all(|l| {
@@ -51,6 +53,7 @@ fn root_mode_through_wrappers() {
         let (out0, err0) = &out.outputs[0];
         assert!(
             out0.lines().any(|l| l == "PASS cluster_output")
+                && out0.lines().any(|l| l == "a line from a child process")
                 && err0.lines().any(|l| l == "a line on standard error"),
             "{wrapper:?}: rank 0's output\n{}",
             out.report()
