@@ -45,7 +45,7 @@ static LAUNCH_RANK: AtomicU32 = AtomicU32::new(u32::MAX);
 
 /// The environment variable through which the first load in a rank tells later loads
 /// in the same rank (after `exec`, in child processes) that output is set up and where
-/// the original standard error is: `rank:fd:dev:ino`.
+/// the original standard error is: `job:rank:fd:dev:ino`.
 const HANDOFF: &str = "MIRRORCL_RANK_STDERR";
 
 /// The rank an MPI launcher gave this process, from its environment.
@@ -149,16 +149,35 @@ fn dup_high(fd: RawFd, cloexec: bool) -> Option<RawFd> {
     (low >= 0).then_some(low)
 }
 
-/// An earlier load's set-up in this rank, from the environment: its rank matches, and
-/// the original standard error if this process still has it open.
+/// This rank's job as the launcher's variables name it (a hash): a job started from
+/// within a rank (`mpirun` run by a rank) inherits the record but is another job.
+fn launch_job() -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for var in [
+        "PMIX_NAMESPACE",
+        "OMPI_MCA_ess_base_jobid",
+        "SLURM_JOB_ID",
+        "SLURM_STEP_ID",
+        "PMI_PORT",
+    ] {
+        for b in std::env::var(var).unwrap_or_default().bytes().chain([0]) {
+            hash = (hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    hash
+}
+
+/// An earlier load's set-up in this rank, from the environment: its job and rank match,
+/// and the original standard error if this process still has it open.
 fn inherited_setup(rank: u32) -> Option<Option<(RawFd, (u64, u64))>> {
     let value = std::env::var(HANDOFF).ok()?;
     let mut fields = value.split(':');
+    let job: u64 = fields.next()?.parse().ok()?;
     let r: u32 = fields.next()?.parse().ok()?;
     let fd: RawFd = fields.next()?.parse().ok()?;
     let dev: u64 = fields.next()?.parse().ok()?;
     let ino: u64 = fields.next()?.parse().ok()?;
-    if r != rank {
+    if job != launch_job() || r != rank {
         return None;
     }
     Some((fd >= 0 && identity(fd) == Some((dev, ino))).then_some((fd, (dev, ino))))
@@ -200,7 +219,8 @@ pub fn at_load() {
     // linked), the case exec wrappers and child processes inherit.
     if !other_threads() {
         let (fd, (dev, ino)) = saved.unwrap_or((-1, (0, 0)));
-        std::env::set_var(HANDOFF, format!("{rank}:{fd}:{dev}:{ino}"));
+        let job = launch_job();
+        std::env::set_var(HANDOFF, format!("{job}:{rank}:{fd}:{dev}:{ino}"));
     }
     match output_mode() {
         Output::Raw => {}
@@ -519,4 +539,51 @@ pub fn mark_runtime_thread() {
 /// differ between ranks with devices and ranks without (NVIDIA seeds during builds).
 pub fn inside_mirrorcl() -> bool {
     INSIDE.try_with(|d| d.get() > 0).unwrap_or(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// What a stream writes for `chunks` read from its pipe, then the pipe's end.
+    fn forwarded(chunks: &[&[u8]]) -> Vec<u8> {
+        let path = std::env::temp_dir().join(format!(
+            "mirrorcl-forward-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let file = std::fs::File::create(&path).expect("temporary file");
+        let mut stream = Stream::new(b"[rank 3] ".to_vec());
+        stream.fd = file.as_raw_fd();
+        for chunk in chunks {
+            stream.take(chunk, false);
+        }
+        stream.take(&[], true);
+        drop(file);
+        let text = std::fs::read(&path).expect("read back");
+        let _ = std::fs::remove_file(&path);
+        text
+    }
+
+    #[test]
+    fn lines_are_prefixed_once_whatever_the_chunks() {
+        assert_eq!(
+            forwarded(&[b"one\ntw", b"o\n", b"\nthree"]),
+            b"[rank 3] one\n[rank 3] two\n[rank 3] \n[rank 3] three\n"
+        );
+        assert!(forwarded(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_line_longer_than_the_buffer_keeps_one_prefix() {
+        let long = vec![b'x'; LINE_CAP * 2 + 5];
+        let mut input = long.clone();
+        input.extend_from_slice(b"\nnext\n");
+        let got = forwarded(&[&input[..1000], &input[1000..]]);
+        let mut want = b"[rank 3] ".to_vec();
+        want.extend_from_slice(&long);
+        want.extend_from_slice(b"\n[rank 3] next\n");
+        assert_eq!(got, want);
+    }
 }
