@@ -304,6 +304,8 @@ fn forward_prefixed(rank: u32) -> bool {
                 _ => libc::_exit(0),
             }
             libc::setsid();
+            // Named in ps and top (it runs the program's image, not a program of its own).
+            libc::prctl(libc::PR_SET_NAME, c"mirrorcl-output".as_ptr());
             libc::signal(libc::SIGPIPE, libc::SIG_IGN);
             let keep = [out_pipe[0], err_pipe[0], originals[0], originals[1]];
             close_all_but(keep);

@@ -8,8 +8,9 @@
  * every rank's, prefixed once), also when it is started through a wrapper that execs it
  * (`mpirun ... env ./cluster_output`, `stdbuf -oL`) and for its child processes
  * (`system`); MirrorCL's own reports (here a
- * configuration error, provoked with MIRRORCL_CONFIG=/nonexistent) reach the rank's
- * original standard error, not the program's file.
+ * configuration error, provoked with MIRRORCL_CONFIG=/nonexistent, or with
+ * OUTPUT_DIVERGE=1 and MIRRORCL_VERIFY=1 the divergence of rank-dependent data) reach
+ * the rank's original standard error, not the program's file.
  */
 #define _DEFAULT_SOURCE
 #include "check.h"
@@ -40,12 +41,13 @@ int main(void)
     cl_uint ndev = ct_devices(platform, devs);
     cl_context ctx = ct_context(platform, ndev, devs);
     cl_command_queue q = ct_queue(ctx, devs[ndev - 1], 0);
-    cl_int v = 42, back = 0;
+    /* OUTPUT_DIVERGE: rank-dependent data, for MIRRORCL_VERIFY's report. */
+    cl_int v = getenv("OUTPUT_DIVERGE") ? (cl_int)getpid() : 42, back = 0;
     cl_mem b;
     CREATE(b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, sizeof v, NULL, &E));
     MUST(clEnqueueWriteBuffer(q, b, CL_TRUE, 0, sizeof v, &v, 0, NULL, NULL));
     MUST(clEnqueueReadBuffer(q, b, CL_TRUE, 0, sizeof back, &back, 0, NULL, NULL));
-    CHECK_EQ(back, 42);
+    CHECK_EQ(back, v);
     clReleaseMemObject(b);
     clReleaseCommandQueue(q);
     clReleaseContext(ctx);

@@ -107,3 +107,43 @@ fn reports_reach_the_original_stderr() {
         }
     }
 }
+
+/// The same for the report that ends a job, a divergence (`MIRRORCL_VERIFY`), in the
+/// default mode: rank 0's original standard error has it, the program's file does not.
+#[test]
+fn a_divergence_report_reaches_the_original_stderr() {
+    let dir = target_dir().join("ctests").join("output-files");
+    std::fs::create_dir_all(&dir).expect("directory");
+    let path = dir.join(format!("own-stderr-{}-diverge.txt", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().expect("UTF-8");
+    let out = run_cluster_wrapped(
+        "cluster_output",
+        Way::Preload,
+        &[],
+        2,
+        1,
+        &[
+            ("MIRRORCL_OUTPUT", "root"),
+            ("OWN_STDERR", p),
+            ("OUTPUT_DIVERGE", "1"),
+            ("MIRRORCL_VERIFY", "1"),
+        ],
+    )
+    .expect("run cluster_output");
+    let own = std::fs::read_to_string(&path).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.is_some_and(|s| !s.success()),
+        "the job must fail\n{}",
+        out.report()
+    );
+    assert!(
+        out.outputs[0]
+            .1
+            .contains("the replicas diverged (MIRRORCL_VERIFY)"),
+        "rank 0's report on its standard error\n{}",
+        out.report()
+    );
+    assert!(!own.contains("MirrorCL"), "the program's file: {own:?}");
+}
