@@ -3,11 +3,25 @@
 //!
 //! - **Output** (`MIRRORCL_OUTPUT`): `root` (default) lets only rank 0's standard output
 //!   and error through; `all` lets every rank's through, each line prefixed with
-//!   `[rank r] `; `raw` leaves every rank's output alone (for `mpirun --output-filename`
-//!   and `--tag-output`). Set up when the library is loaded, from the launcher's rank
-//!   variables alone (MPI is not initialised then), so that nothing printed before the
-//!   first OpenCL call escapes. MirrorCL's own reports still reach every rank's standard
-//!   error (`diag`).
+//!   `[rank r] ` by a small forwarding process (forked, then detached, at set-up) that
+//!   copies the rank's pipes to the original descriptors until the last writer closes
+//!   them; `raw` leaves every rank's output alone (for `mpirun --output-filename` and
+//!   `--tag-output`). Set up once per rank, by the first load of the library in the
+//!   rank, from the launcher's rank variables alone (MPI is not initialised then), so
+//!   that nothing printed before the first OpenCL call escapes. That load records the
+//!   set-up in the environment (`MIRRORCL_RANK_STDERR`), so later loads in the same
+//!   rank — the program an exec wrapper (`env`, `stdbuf`, a shell) starts, the program's
+//!   own child processes — keep it instead of setting it up again: nothing is prefixed
+//!   twice, and nothing depends on a thread or descriptor that `exec` ends.
+//! - **MirrorCL's own reports** (`diag`: deadlines, divergence, internal errors) go to
+//!   the rank's standard error as the first load found it, in every mode: a duplicate
+//!   kept open across `exec`, so they reach the launcher's terminal whatever the program
+//!   did to its descriptors since (pytest's capture, a `dup2` onto 2, `2>file` in a
+//!   wrapper script). The launcher's descriptors are known only if the library is loaded
+//!   at process start (`LD_PRELOAD`, as `mirrorcl run` does, or linked): loaded later by
+//!   an ICD loader, MirrorCL takes descriptors 1 and 2 as they are at that moment
+//!   (nothing records what a process started with), which under a capturing test runner
+//!   are the runner's files.
 //! - **Files** (`MIRRORCL_FILES`): `root` (default): a file opened for writing with
 //!   `fopen` is written by rank 0 only; the other ranks write to `/dev/null`. Paths in
 //!   the caches (`~/.cache`, `$XDG_CACHE_HOME`, `$POCL_CACHE_DIR`, `$CUDA_CACHE_PATH`,
@@ -16,15 +30,23 @@
 //! - **Seeds**: `srand`, `srandom` and `srand48` take rank 0's seed on every rank, so a
 //!   program seeded from the clock or its pid still has identical replicas.
 
-use std::io::Write;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-/// Where MirrorCL's own reports go: this rank's original standard error.
+/// Where MirrorCL's own reports go: a duplicate of this rank's original standard error
+/// (2 until one is made), and that file's identity, checked before each report in case
+/// the program closed the descriptor and its number now names another file.
 static DIAG_FD: AtomicI32 = AtomicI32::new(2);
+static DIAG_DEV: AtomicU64 = AtomicU64::new(0);
+static DIAG_INO: AtomicU64 = AtomicU64::new(0);
 /// This rank as the launcher said at load time (`u32::MAX`: not launched by MPI).
 static LAUNCH_RANK: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// The environment variable through which the first load in a rank tells later loads
+/// in the same rank (after `exec`, in child processes) that output is set up and where
+/// the original standard error is: `job:rank:fd:dev:ino`.
+const HANDOFF: &str = "MIRRORCL_RANK_STDERR";
 
 /// The rank an MPI launcher gave this process, from its environment.
 pub fn launcher_rank() -> Option<u32> {
@@ -53,14 +75,40 @@ fn output_mode() -> Output {
     }
 }
 
+/// The (device, inode) of what `fd` names, if it is open.
+fn identity(fd: RawFd) -> Option<(u64, u64)> {
+    // SAFETY: fstat fills a zeroed stat buffer for any descriptor number.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd, &mut st) == 0).then_some((st.st_dev, st.st_ino))
+    }
+}
+
 /// Writes one of MirrorCL's own reports to this rank's original standard error, whatever
-/// became of the program's.
+/// became of the program's (to descriptor 2 if the program closed that duplicate).
 pub fn diag(text: &str) {
-    let fd = DIAG_FD.load(Ordering::Relaxed);
-    let mut bytes = text.as_bytes();
+    let mut fd = DIAG_FD.load(Ordering::Relaxed);
+    if fd != 2
+        && identity(fd)
+            != Some((
+                DIAG_DEV.load(Ordering::Relaxed),
+                DIAG_INO.load(Ordering::Relaxed),
+            ))
+    {
+        fd = 2;
+    }
+    write_all(fd, text.as_bytes());
+}
+
+/// Writes all of `bytes` to `fd`, giving up at the first error (only system calls: the
+/// forwarding process uses it after `fork`).
+fn write_all(fd: RawFd, mut bytes: &[u8]) {
     while !bytes.is_empty() {
-        // SAFETY: writing a live buffer to a file descriptor this process owns.
+        // SAFETY: writing a live buffer to a file descriptor number.
         let n = unsafe { libc::write(fd, bytes.as_ptr() as *const libc::c_void, bytes.len()) };
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
         if n <= 0 {
             return;
         }
@@ -76,11 +124,73 @@ macro_rules! diag {
     };
 }
 
-/// Readers of the `all` mode's pipes, joined at exit.
-static PREFIXERS: OnceLock<parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>>> = OnceLock::new();
+/// Reports go to `fd` (an open duplicate of the original standard error).
+fn set_diag(fd: RawFd, (dev, ino): (u64, u64)) {
+    DIAG_DEV.store(dev, Ordering::Relaxed);
+    DIAG_INO.store(ino, Ordering::Relaxed);
+    DIAG_FD.store(fd, Ordering::Relaxed);
+}
 
-/// Sets up this rank's output as `MIRRORCL_OUTPUT` says. Runs when the library is loaded:
-/// reads only the environment and moves file descriptors.
+/// A duplicate of `fd` at a high number (out of the way of programs that reuse low
+/// ones), closed on `exec` or not.
+fn dup_high(fd: RawFd, cloexec: bool) -> Option<RawFd> {
+    let cmd = if cloexec {
+        libc::F_DUPFD_CLOEXEC
+    } else {
+        libc::F_DUPFD
+    };
+    // SAFETY: duplicating a descriptor number; failure is reported as -1.
+    let high = unsafe { libc::fcntl(fd, cmd, 200) };
+    if high >= 0 {
+        return Some(high);
+    }
+    // SAFETY: as above (a limit on descriptors below 200).
+    let low = unsafe { libc::fcntl(fd, cmd, 3) };
+    (low >= 0).then_some(low)
+}
+
+/// This rank's job as the launcher's variables name it (a hash): a job started from
+/// within a rank (`mpirun` run by a rank) inherits the record but is another job.
+fn launch_job() -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for var in [
+        "PMIX_NAMESPACE",
+        "OMPI_MCA_ess_base_jobid",
+        "SLURM_JOB_ID",
+        "SLURM_STEP_ID",
+        "PMI_PORT",
+    ] {
+        for b in std::env::var(var).unwrap_or_default().bytes().chain([0]) {
+            hash = (hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    hash
+}
+
+/// An earlier load's set-up in this rank, from the environment: its job and rank match,
+/// and the original standard error if this process still has it open.
+fn inherited_setup(rank: u32) -> Option<Option<(RawFd, (u64, u64))>> {
+    let value = std::env::var(HANDOFF).ok()?;
+    let mut fields = value.split(':');
+    let job: u64 = fields.next()?.parse().ok()?;
+    let r: u32 = fields.next()?.parse().ok()?;
+    let fd: RawFd = fields.next()?.parse().ok()?;
+    let dev: u64 = fields.next()?.parse().ok()?;
+    let ino: u64 = fields.next()?.parse().ok()?;
+    if job != launch_job() || r != rank {
+        return None;
+    }
+    Some((fd >= 0 && identity(fd) == Some((dev, ino))).then_some((fd, (dev, ino))))
+}
+
+/// Whether this process runs threads besides the caller (a late load, by an ICD loader).
+fn other_threads() -> bool {
+    std::fs::read_dir("/proc/self/task").map_or(true, |d| d.count() > 1)
+}
+
+/// Sets up this rank's output as `MIRRORCL_OUTPUT` says (once per rank, see the module
+/// documentation). Runs when the library is loaded: reads only the environment and
+/// moves file descriptors.
 pub fn at_load() {
     let Some(rank) = launcher_rank() else {
         return;
@@ -91,18 +201,34 @@ pub fn at_load() {
     std::panic::set_hook(Box::new(move |info| {
         diag(&format!("MirrorCL: rank {rank}: internal error: {info}\n"));
     }));
+    if let Some(inherited) = inherited_setup(rank) {
+        // A later load in this rank: output is set up already (re-doing it would prefix
+        // twice, or keep /dev/null as the "original"). A child process started with
+        // its descriptors closed keeps reporting to its standard error.
+        if let Some((fd, id)) = inherited {
+            set_diag(fd, id);
+        }
+        return;
+    }
+    // Kept open across exec for the loads after an exec wrapper.
+    let saved = dup_high(2, false).and_then(|fd| Some((fd, identity(fd)?)));
+    if let Some((fd, id)) = saved {
+        set_diag(fd, id);
+    }
+    // setenv races with getenv in other threads: only at process start (preloaded or
+    // linked), the case exec wrappers and child processes inherit.
+    if !other_threads() {
+        let (fd, (dev, ino)) = saved.unwrap_or((-1, (0, 0)));
+        let job = launch_job();
+        std::env::set_var(HANDOFF, format!("{job}:{rank}:{fd}:{dev}:{ino}"));
+    }
     match output_mode() {
         Output::Raw => {}
         Output::Root if rank == 0 => {}
         Output::Root => {
             // SAFETY: plain descriptor operations on this process's own descriptors.
             unsafe {
-                let saved = libc::dup(2);
-                if saved >= 0 {
-                    libc::fcntl(saved, libc::F_SETFD, libc::FD_CLOEXEC);
-                    DIAG_FD.store(saved, Ordering::Relaxed);
-                }
-                let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+                let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
                 if null >= 0 {
                     libc::dup2(null, 1);
                     libc::dup2(null, 2);
@@ -111,83 +237,219 @@ pub fn at_load() {
             }
         }
         Output::All => {
-            let mut readers = Vec::new();
-            for fd in [1, 2] {
-                if let Some(h) = prefix_lines(fd, rank) {
-                    readers.push(h);
+            if !forward_prefixed(rank) {
+                diag(&format!(
+                    "MirrorCL: rank {rank}: cannot start the output forwarder ({}); \
+                     output unprefixed\n",
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+    }
+}
+
+/// Points descriptors 1 and 2 at pipes that a forwarding process copies to the
+/// original ones, each line prefixed with `[rank r] `. The process is forked twice
+/// (detached: the program never sees it as a child to wait for, and it outlives
+/// `exec`) and ends when the last writer of both pipes closes them: the rank and every
+/// process it started with those descriptors, so nothing is lost at exit, at `_exit` or
+/// at a crash.
+fn forward_prefixed(rank: u32) -> bool {
+    let prefix = format!("[rank {rank}] ").into_bytes();
+    // Allocated before fork: the forwarding process makes system calls only.
+    let mut streams = [Stream::new(prefix.clone()), Stream::new(prefix)];
+    let (mut out_pipe, mut err_pipe) = ([-1; 2], [-1; 2]);
+    let mut originals = [-1; 2];
+    // SAFETY: plain descriptor operations on this process's own descriptors; after
+    // fork, the child makes system calls only and leaves with _exit.
+    unsafe {
+        let close_all = |fds: &[RawFd]| {
+            for &fd in fds {
+                if fd >= 0 {
+                    libc::close(fd);
                 }
             }
-            let _ = PREFIXERS.set(parking_lot::Mutex::new(readers));
-            // SAFETY: registering a plain extern "C" function.
-            unsafe { libc::atexit(drain_prefixers) };
+        };
+        if libc::pipe2(out_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return false;
+        }
+        if libc::pipe2(err_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            close_all(&out_pipe);
+            return false;
+        }
+        originals[0] = dup_high(1, true).unwrap_or(-1);
+        originals[1] = dup_high(2, true).unwrap_or(-1);
+        let all = [
+            out_pipe[0],
+            out_pipe[1],
+            err_pipe[0],
+            err_pipe[1],
+            originals[0],
+            originals[1],
+        ];
+        if originals.contains(&-1) {
+            close_all(&all);
+            return false;
+        }
+        let child = libc::fork();
+        if child < 0 {
+            close_all(&all);
+            return false;
+        }
+        if child == 0 {
+            // The intermediate process: fork the forwarder, report, leave.
+            match libc::fork() {
+                0 => {}
+                -1 => libc::_exit(1),
+                _ => libc::_exit(0),
+            }
+            libc::setsid();
+            // Named in ps and top (it runs the program's image, not a program of its own).
+            libc::prctl(libc::PR_SET_NAME, c"mirrorcl-output".as_ptr());
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            let keep = [out_pipe[0], err_pipe[0], originals[0], originals[1]];
+            close_all_but(keep);
+            streams[0].fd = originals[0];
+            streams[1].fd = originals[1];
+            copy_lines([out_pipe[0], err_pipe[0]], &mut streams);
+            libc::_exit(0);
+        }
+        // Stays 0 (started) if the program reaps children itself (SIGCHLD ignored).
+        let mut status = 0;
+        while libc::waitpid(child, &mut status, 0) < 0
+            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {}
+        let started = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+        if started {
+            libc::dup2(out_pipe[1], 1);
+            libc::dup2(err_pipe[1], 2);
+        }
+        close_all(&all);
+        started
+    }
+}
+
+/// Closes every descriptor of this process but `keep` (in the forwarding process).
+fn close_all_but(mut keep: [RawFd; 4]) {
+    keep.sort_unstable();
+    let mut from: u32 = 0;
+    for fd in keep.into_iter().map(|fd| fd as u32).chain([u32::MAX]) {
+        if fd > from {
+            close_range(from, fd - 1);
+        }
+        from = fd.saturating_add(1);
+    }
+}
+
+/// Closes descriptors `lo..=hi`.
+fn close_range(lo: u32, hi: u32) {
+    // SAFETY: close_range(2) closes descriptor numbers; no memory is involved.
+    if unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0) } == 0 {
+        return;
+    }
+    // Kernels before 5.9: one by one, up to the descriptor limit.
+    // SAFETY: getrlimit fills a zeroed struct; close on any number is harmless here.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur.min(1 << 20) as u32
+        } else {
+            1024
+        };
+        for fd in lo..=hi.min(max) {
+            libc::close(fd as RawFd);
         }
     }
 }
 
-/// Replaces `fd` by a pipe whose lines a thread copies to the original, prefixed.
-fn prefix_lines(fd: RawFd, rank: u32) -> Option<std::thread::JoinHandle<()>> {
-    let mut ends = [0; 2];
-    // SAFETY: plain descriptor operations on this process's own descriptors.
-    let original = unsafe {
-        if libc::pipe(ends.as_mut_ptr()) != 0 {
-            return None;
-        }
-        let original = libc::dup(fd);
-        libc::fcntl(original, libc::F_SETFD, libc::FD_CLOEXEC);
-        libc::fcntl(ends[0], libc::F_SETFD, libc::FD_CLOEXEC);
-        libc::dup2(ends[1], fd);
-        libc::close(ends[1]);
-        original
-    };
-    if fd == 2 {
-        DIAG_FD.store(original, Ordering::Relaxed);
-    }
-    let read_end = ends[0];
-    std::thread::Builder::new()
-        .name("mirrorcl-output".into())
-        .spawn(move || {
-            mark_runtime_thread();
-            use std::io::BufRead;
-            use std::os::fd::FromRawFd;
-            // SAFETY: this thread owns the pipe's read end and a duplicate of the output.
-            let input = unsafe { std::fs::File::from_raw_fd(read_end) };
-            // SAFETY: as above.
-            let mut out = unsafe { std::fs::File::from_raw_fd(original) };
-            let prefix = format!("[rank {rank}] ");
-            for line in std::io::BufReader::new(input)
-                .split(b'\n')
-                .map_while(Result::ok)
-            {
-                let mut text = prefix.clone().into_bytes();
-                text.extend_from_slice(&line);
-                text.push(b'\n');
-                let _ = out.write_all(&text);
-            }
-        })
-        .ok()
+/// One forwarded stream: where its lines go and the line being gathered (prefix
+/// included), in a buffer allocated before fork.
+struct Stream {
+    fd: RawFd,
+    prefix: Vec<u8>,
+    line: Vec<u8>,
+    /// Whether the next byte starts a line (a line longer than the buffer goes out in
+    /// pieces, prefixed once).
+    at_start: bool,
 }
 
-/// At exit: flushes the program's streams into the pipes, closes them, and waits for
-/// the readers to copy the last lines out.
-extern "C" fn drain_prefixers() {
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: flushing every C stream, then pointing 1 and 2 at /dev/null closes the
-        // pipes' last write ends.
-        unsafe {
-            libc::fflush(std::ptr::null_mut());
-            let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
-            if null >= 0 {
-                libc::dup2(null, 1);
-                libc::dup2(null, 2);
-                libc::close(null);
+const LINE_CAP: usize = 64 * 1024;
+
+impl Stream {
+    fn new(prefix: Vec<u8>) -> Stream {
+        Stream {
+            fd: -1,
+            line: Vec::with_capacity(LINE_CAP + prefix.len() + 1),
+            prefix,
+            at_start: true,
+        }
+    }
+
+    /// Takes `bytes` read from the pipe, writing out every completed line; `eof`: the
+    /// pipe closed, the last unterminated line goes out with a newline.
+    fn take(&mut self, mut bytes: &[u8], eof: bool) {
+        while !bytes.is_empty() {
+            if self.at_start && self.line.is_empty() {
+                self.line.extend_from_slice(&self.prefix);
+                self.at_start = false;
+            }
+            let room = LINE_CAP + self.prefix.len() - self.line.len();
+            let (piece, newline) = match bytes.iter().position(|&b| b == b'\n') {
+                Some(i) if i < room => (&bytes[..=i], true),
+                _ => (&bytes[..room.min(bytes.len())], false),
+            };
+            self.line.extend_from_slice(piece);
+            bytes = &bytes[piece.len()..];
+            if newline || self.line.len() >= LINE_CAP + self.prefix.len() {
+                write_all(self.fd, &self.line);
+                self.line.clear();
+                self.at_start = newline;
             }
         }
-        if let Some(readers) = PREFIXERS.get() {
-            for h in readers.lock().drain(..) {
-                let _ = h.join();
-            }
+        if eof && !self.line.is_empty() {
+            self.line.push(b'\n');
+            write_all(self.fd, &self.line);
+            self.line.clear();
         }
+    }
+}
+
+/// The forwarding process's loop: copies both pipes line by line until both close.
+fn copy_lines(pipes: [RawFd; 2], streams: &mut [Stream; 2]) {
+    let mut polls = pipes.map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
     });
+    let mut chunk = [0u8; 16 * 1024];
+    while polls.iter().any(|p| p.fd >= 0) {
+        // SAFETY: polling two pollfd structs this function owns.
+        let n = unsafe { libc::poll(polls.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        for (p, stream) in polls.iter_mut().zip(streams.iter_mut()) {
+            if p.fd < 0 || p.revents == 0 {
+                continue;
+            }
+            // SAFETY: reading into a live stack buffer of the given length.
+            let got =
+                unsafe { libc::read(p.fd, chunk.as_mut_ptr() as *mut libc::c_void, chunk.len()) };
+            if got < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+                continue;
+            }
+            if got <= 0 {
+                stream.take(&[], true);
+                p.fd = -1;
+            } else {
+                stream.take(&chunk[..got as usize], false);
+            }
+        }
+    }
 }
 
 /// Whether this rank's writes to files are to vanish (`MIRRORCL_FILES`).
@@ -279,4 +541,51 @@ pub fn mark_runtime_thread() {
 /// differ between ranks with devices and ranks without (NVIDIA seeds during builds).
 pub fn inside_mirrorcl() -> bool {
     INSIDE.try_with(|d| d.get() > 0).unwrap_or(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// What a stream writes for `chunks` read from its pipe, then the pipe's end.
+    fn forwarded(chunks: &[&[u8]]) -> Vec<u8> {
+        let path = std::env::temp_dir().join(format!(
+            "mirrorcl-forward-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let file = std::fs::File::create(&path).expect("temporary file");
+        let mut stream = Stream::new(b"[rank 3] ".to_vec());
+        stream.fd = file.as_raw_fd();
+        for chunk in chunks {
+            stream.take(chunk, false);
+        }
+        stream.take(&[], true);
+        drop(file);
+        let text = std::fs::read(&path).expect("read back");
+        let _ = std::fs::remove_file(&path);
+        text
+    }
+
+    #[test]
+    fn lines_are_prefixed_once_whatever_the_chunks() {
+        assert_eq!(
+            forwarded(&[b"one\ntw", b"o\n", b"\nthree"]),
+            b"[rank 3] one\n[rank 3] two\n[rank 3] \n[rank 3] three\n"
+        );
+        assert!(forwarded(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_line_longer_than_the_buffer_keeps_one_prefix() {
+        let long = vec![b'x'; LINE_CAP * 2 + 5];
+        let mut input = long.clone();
+        input.extend_from_slice(b"\nnext\n");
+        let got = forwarded(&[&input[..1000], &input[1000..]]);
+        let mut want = b"[rank 3] ".to_vec();
+        want.extend_from_slice(&long);
+        want.extend_from_slice(b"\n[rank 3] next\n");
+        assert_eq!(got, want);
+    }
 }

@@ -763,6 +763,20 @@ pub fn run_cluster_as(
     devices: u32,
     extra_env: &[(&str, &str)],
 ) -> Result<ClusterOutput, String> {
+    run_cluster_wrapped(prog, way, &[], ranks, devices, extra_env)
+}
+
+/// [`run_cluster_as`] with the program started through `wrapper` (`mpirun … env prog`,
+/// `mpirun … stdbuf -oL prog`): a command that execs the program, so the library is
+/// loaded twice in each rank.
+pub fn run_cluster_wrapped(
+    prog: &str,
+    way: Way,
+    wrapper: &[&str],
+    ranks: u32,
+    devices: u32,
+    extra_env: &[(&str, &str)],
+) -> Result<ClusterOutput, String> {
     let bin = compile(prog, way)?;
     let bin = bin.as_path();
     let lib = mirrorcl_lib();
@@ -810,7 +824,7 @@ pub fn run_cluster_as(
     for (k, v) in &env {
         cmd.arg("-x").arg(format!("{k}={v}"));
     }
-    cmd.arg(bin);
+    cmd.args(wrapper).arg(bin);
     for var in CONTROLLED_ENV {
         cmd.env_remove(var);
     }
@@ -823,11 +837,12 @@ pub fn run_cluster_as(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let command = format!(
-        "mpirun -np {ranks} --oversubscribe --bind-to none {} {}",
+        "mpirun -np {ranks} --oversubscribe --bind-to none {} {}{}",
         env.iter()
             .map(|(k, v)| format!("-x {k}={v:?}"))
             .collect::<Vec<_>>()
             .join(" "),
+        wrapper.iter().map(|w| format!("{w} ")).collect::<String>(),
         bin.display()
     );
     let start = Instant::now();

@@ -185,6 +185,8 @@ fn mpirun_command(
             !matches!(
                 k.as_str(),
                 "MIRRORCL_LIB" | "MIRRORCL_CONFIG" | "MIRRORCL_OUTPUT"
+                // A rank's own record of its output set-up (`replica.rs`).
+                | "MIRRORCL_RANK_STDERR"
             )
         })
         .collect();
