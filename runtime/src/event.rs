@@ -589,6 +589,10 @@ pub fn wait_all(events: &[Arc<Event>]) -> ClResult<()> {
     }
     let node = crate::node::node();
     if node.is_cluster() && events.iter().any(|e| e.owner().is_some()) {
+        let what: Vec<u64> = (events.iter())
+            .map(|e| (e.command_type as u64) << 32 | e.owner().unwrap_or(u32::MAX) as u64)
+            .collect();
+        crate::history::note_call("clWaitForEvents", &what);
         let mine = EventStatuses(
             (events.iter().enumerate())
                 .filter(|(_, e)| e.owner() == Some(node.rank))
@@ -645,6 +649,8 @@ pub fn polled_status(event: &Arc<Event>) -> cl_int {
         return event.status();
     }
     let owner = event.owner();
+    let what = (event.command_type as u64) << 32 | owner.unwrap_or(u32::MAX) as u64;
+    crate::history::note_call("clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS)", &[what]);
     let mine = EventStatuses(if owner.is_none() || owner == Some(node.rank) {
         vec![(0, event.status())]
     } else {

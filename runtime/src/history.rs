@@ -38,6 +38,9 @@ impl std::fmt::Display for Stamp {
 /// One folded entry, compact (formatted only for a report).
 #[derive(Clone, Copy, Debug)]
 enum What {
+    Call {
+        name: &'static str,
+    },
     Buffer {
         id: u64,
         size: u64,
@@ -54,6 +57,7 @@ enum What {
 impl std::fmt::Display for What {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         match *self {
+            What::Call { name } => f.write_str(name),
             What::Buffer { id, size } => write!(f, "create buffer #{id} of {size} bytes"),
             What::Command {
                 name,
@@ -155,6 +159,17 @@ pub fn note_command(
             accesses: n,
         },
     );
+}
+
+/// A call that makes no command but a collective whose answer steers the program (a
+/// wait, a polled status), with what identifies it (`parts`): an extra or missing one
+/// on a rank shows at the next collective or message instead of pairing with another.
+pub fn note_call(name: &'static str, parts: &[u64]) {
+    let mut h = hash_bytes(0x43616c6c, name.as_bytes());
+    for p in parts {
+        h = hash_bytes(h, &p.to_le_bytes());
+    }
+    fold(h, What::Call { name });
 }
 
 /// Where this rank stands now.

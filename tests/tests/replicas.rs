@@ -110,6 +110,48 @@ fn verify_catches_a_divergent_program() {
     }
 }
 
+/// Without `MIRRORCL_VERIFY`, replicas that diverge in what they exchange (a buffer of
+/// another size on one rank; an extra `clWaitForEvents` on one rank where the others
+/// poll) are caught at the first message or collective after it, promptly, with the
+/// first call that differs on each rank.
+#[test]
+fn divergence_in_what_ranks_exchange_is_caught_always() {
+    for (mode, needles) in [
+        (
+            "size",
+            &[
+                "the replicas diverged",
+                "create buffer #1 of 4096 bytes",
+                "create buffer #1 of 4160 bytes",
+            ][..],
+        ),
+        (
+            "wait",
+            &[
+                "the replicas diverged",
+                "clWaitForEvents",
+                "clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS)",
+            ][..],
+        ),
+    ] {
+        let out = run_cluster("cluster_diverge", 2, 1, &[("DIVERGE", mode)])
+            .expect("run cluster_diverge");
+        assert!(
+            out.status.is_some_and(|s| !s.success()) && out.elapsed.as_secs() < 30,
+            "{mode}: the job must fail promptly\n{}",
+            out.report()
+        );
+        let stderr = out.all_stderr();
+        for needle in needles {
+            assert!(
+                stderr.contains(needle),
+                "{mode}: missing {needle:?}\n{}",
+                out.report()
+            );
+        }
+    }
+}
+
 /// Replicas that agree pass with verification on (the clock-seeded program included:
 /// MirrorCL gave every rank rank 0's seed).
 #[test]
