@@ -137,7 +137,7 @@ pub fn note_command(
     device: u32,
     accesses: impl Iterator<Item = (u64, u64, u64, u8)> + Clone,
 ) {
-    let mut h = hash_bytes(0x436d_64, &command_type.to_le_bytes());
+    let mut h = hash_bytes(0x0043_6d64, &command_type.to_le_bytes());
     h = hash_bytes(h, &device.to_le_bytes());
     let mut n = 0u32;
     for (b, start, end, mode) in accesses.clone() {

@@ -174,9 +174,22 @@ impl Communicator for Mpi {
         let guard = self.control.lock();
         let comm = &guard.0;
         let n = self.place.size as usize;
-        let len = i32::try_from(mine.len()).expect("control messages stay below 2 GiB");
+        // MPI counts and displacements are `int`: a larger collective ends the job on
+        // every rank (each sees every length) instead of wrapping.
+        let len = i32::try_from(mine.len()).unwrap_or(-1);
         let mut lens = vec![0i32; n];
         comm.all_gather_into(&len, &mut lens[..]);
+        let total: i64 = lens.iter().map(|&l| l as i64).sum();
+        if lens.iter().any(|&l| l < 0) || total > i32::MAX as i64 {
+            crate::diag!(
+                "MirrorCL: rank {}: a collective of {:?} bytes per rank exceeds MPI's 2 GiB \
+                 count; aborting the job.",
+                self.place.rank,
+                lens
+            );
+            drop(guard);
+            self.abort();
+        }
         let displs: Vec<i32> = lens
             .iter()
             .scan(0i32, |acc, &l| {
@@ -326,6 +339,20 @@ fn post(comm: RawComm, t: &Transfer) -> Result<Active, c_int> {
     })
 }
 
+/// Runs a transfer's completion on the progress thread. A panic there (a MirrorCL bug)
+/// would end the thread every transfer depends on and leave the job hanging: it ends the
+/// job instead, naming the transfer.
+fn complete(rank: u32, t: Transfer, status: i32) {
+    let what = describe(t.direction, t.peer, &t.what, Duration::ZERO);
+    let done = t.done;
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| done(status))).is_err() {
+        crate::diag!(
+            "MirrorCL: rank {rank}: internal error completing the {what}; aborting the job."
+        );
+        crate::node::node().abort();
+    }
+}
+
 /// The progress thread's state.
 struct Progress {
     rank: u32,
@@ -402,7 +429,7 @@ impl Progress {
                     self.rank,
                     describe(t.direction, t.peer, &t.what, Duration::ZERO)
                 );
-                (t.done)(super::CL_OUT_OF_RESOURCES);
+                complete(self.rank, t, super::CL_OUT_OF_RESOURCES);
             }
         }
     }
@@ -440,7 +467,7 @@ impl Progress {
                             }
                         }
                     };
-                    (t.done)(status);
+                    complete(self.rank, t, status);
                 }
                 progressed = true;
             } else {

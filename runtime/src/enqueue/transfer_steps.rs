@@ -310,7 +310,7 @@ fn send_to_device(
             Some(block),
         );
         let arrive = arrive.clone();
-        piece_sent.on_done(move |status| arrive(status));
+        piece_sent.on_done(arrive);
         sent.push(piece_sent);
     }
     Ok(all_sent)
@@ -412,7 +412,7 @@ fn share_host_copy(
             Some(root.clone()),
         );
         let arrive = arrive.clone();
-        piece_done.on_done(move |status| arrive(status));
+        piece_done.on_done(arrive);
     }
     Ok(done)
 }
@@ -460,7 +460,7 @@ fn receive_host_copy(
             Some(root.clone()),
         );
         let arrive = arrive.clone();
-        piece_done.on_done(move |status| arrive(status));
+        piece_done.on_done(arrive);
     }
     Ok(done)
 }
