@@ -15,7 +15,7 @@ job() { # label, program, env...
   local label="$1" prog="$2"; shift 2
   local start=$(date +%s%N)
   timeout 120 mpirun -np 2 --bind-to none -x LD_PRELOAD="$gpu/libmirrorcl.so" \
-    -x MIRRORCL_OUTPUT=raw -x MIRRORCL_WAIT_TIMEOUT=60 -x POCL_DEVICES=none "$@" \
+    -x MIRRORCL_OUTPUT=raw -x MIRRORCL_WAIT_TIMEOUT=60 -x MIRRORCL_PLATFORMS=NVIDIA "$@" \
     "$gpu/bin/$prog" > "$out/$label.log" 2>&1
   local rc=$?
   echo "== $label: rc=$rc in $(( ($(date +%s%N) - start) / 1000000 )) ms"
