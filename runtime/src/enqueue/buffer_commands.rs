@@ -97,6 +97,7 @@ pub fn rw_buffer(
             at_host: false,
             blocking,
             fills_host: (!write).then_some(HostSpan::Contiguous { ptr, len: size }),
+            waits_on_queue: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             // SAFETY: the application keeps `ptr` valid until the command completes
@@ -142,6 +143,7 @@ pub fn copy_buffer(
             at_host: false,
             blocking: false,
             fills_host: None,
+            waits_on_queue: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             q.copy_buffer(&*s?, &*d?, src_offset, dst_offset, size, waits, want)
@@ -194,6 +196,7 @@ pub fn rw_rect(
                 row_pitch: host.row_pitch,
                 slice_pitch: host.slice_pitch,
             }),
+            waits_on_queue: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             // SAFETY: validated rectangles; the application keeps `ptr` valid until
@@ -239,6 +242,7 @@ pub fn copy_rect(
             at_host: false,
             blocking: false,
             fills_host: None,
+            waits_on_queue: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             q.copy_rect(&*sm?, &*dm?, &s, &d, &region, waits, want)
@@ -264,6 +268,7 @@ pub fn fill_buffer(
             at_host: false,
             blocking: false,
             fills_host: None,
+            waits_on_queue: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             q.fill(&*m?, &pattern, offset, size, waits, want)

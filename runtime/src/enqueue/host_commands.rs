@@ -43,6 +43,7 @@ pub fn map_buffer(
             at_host: true,
             blocking: false,
             fills_host: None,
+            waits_on_queue: false,
         },
         Work::Host,
     )?;
@@ -81,6 +82,7 @@ pub fn unmap(
             at_host: true,
             blocking: false,
             fills_host: None,
+            waits_on_queue: false,
         },
         Work::Host,
     )
@@ -93,7 +95,8 @@ pub fn marker(
     command_type: cl_command_type,
     wait_list: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
-    let deps = if wait_list.is_empty() {
+    let waits_on_queue = wait_list.is_empty();
+    let deps = if waits_on_queue {
         queue.pending()
     } else {
         wait_list
@@ -107,6 +110,7 @@ pub fn marker(
             at_host: true,
             blocking: false,
             fills_host: None,
+            waits_on_queue,
         },
         Work::Host,
     )
@@ -153,6 +157,7 @@ pub fn migrate(
             at_host: to_host,
             blocking: false,
             fills_host: None,
+            waits_on_queue: false,
         },
         work,
     )

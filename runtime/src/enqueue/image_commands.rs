@@ -125,6 +125,7 @@ pub fn rw_image(
             at_host: false,
             blocking,
             fills_host: (!write).then(|| host_span(&shape, ptr, region, pitches)),
+            waits_on_queue: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             let mem = m?;
@@ -194,6 +195,7 @@ pub fn copy_image(
             at_host: false,
             blocking: false,
             fills_host: None,
+            waits_on_queue: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             let (s, d) = (s?, d?);
@@ -232,6 +234,7 @@ pub fn fill_image(
             at_host: false,
             blocking: false,
             fills_host: None,
+            waits_on_queue: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             let mem = m?;
@@ -288,6 +291,7 @@ pub fn copy_image_buffer(
             at_host: false,
             blocking: false,
             fills_host: None,
+            waits_on_queue: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             let (i, b) = (i?, b?);
@@ -337,6 +341,7 @@ pub fn map_image(
             at_host: true,
             blocking: false,
             fills_host: None,
+            waits_on_queue: false,
         },
         Work::Host,
     )?;

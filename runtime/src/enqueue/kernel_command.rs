@@ -78,6 +78,7 @@ pub fn ndrange(
             at_host: false,
             blocking: false,
             fills_host: None,
+            waits_on_queue: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             if let Some(rc) = instance_failure {

@@ -46,6 +46,9 @@ pub struct Command {
     /// A read: the host memory it fills, which every rank must see (the owner reads and
     /// sends the bytes to every other rank).
     pub fills_host: Option<HostSpan>,
+    /// The wait list is the queue's unfinished commands (a marker without a list):
+    /// which those are depends on timing, so it differs between ranks.
+    pub waits_on_queue: bool,
 }
 
 /// Plans and submits a command; returns its event.
@@ -241,7 +244,7 @@ fn route(
 /// this command is not enqueued.
 fn learn_wait_list_statuses(cmd: &mut Command) {
     let node = crate::node::node();
-    if !node.is_cluster() {
+    if !node.is_cluster() || cmd.waits_on_queue {
         return;
     }
     // Who runs the command: its device's owner, or every rank (on the host copy).
