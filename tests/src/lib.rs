@@ -950,6 +950,7 @@ pub const CLUSTER_PROGRAMS: &[&str] = &[
     "cluster_crash",
     "cluster_fail",
     "cluster_images",
+    "cluster_args",
 ];
 
 #[cfg(test)]
