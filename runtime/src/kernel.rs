@@ -326,8 +326,8 @@ impl Kernel {
             .iter()
             .any(|d| d.local() && program.is_built_for(d));
         // Only the lowest rank with an executable describes the kernel (the others'
-        // descriptions would be discarded): it alone asks the vendor for the arguments,
-        // builds again for their qualifiers where needed and probes their sizes.
+        // descriptions would be discarded): it alone asks the vendor for the arguments
+        // and builds again for their qualifiers where needed.
         let describer = program
             .devices
             .iter()
