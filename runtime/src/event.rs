@@ -176,15 +176,21 @@ impl Event {
         (o != u32::MAX).then_some(o)
     }
 
-    /// Takes the status the command's owner reported: another rank's failure replaces the
-    /// status this rank's bookkeeping gave the event.
+    /// Takes the status the command's owner reported, at a collective every rank makes
+    /// at the same point: another rank's failure replaces the `CL_COMPLETE` this rank's
+    /// bookkeeping gave a command it did not run (the one change of a final status, so
+    /// that every rank answers the owner's; an error is never replaced).
     pub fn adopt(self: &Arc<Self>, status: cl_int) {
-        if status < 0 && self.status() >= 0 {
-            if self.is_done() {
-                self.status.store(status, Ordering::Release);
-            } else {
-                self.complete(status);
-            }
+        if status >= 0 {
+            return;
+        }
+        if !self.finish(status) {
+            let _ = self.status.compare_exchange(
+                CL_COMPLETE,
+                status,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
         }
     }
 
@@ -286,20 +292,11 @@ impl Event {
         }
     }
 
-    /// Moves the status forward to `stage` (never back), running callbacks due.
-    fn advance(self: &Arc<Self>, stage: cl_int) {
-        let mut cur = self.status();
-        loop {
-            if cur <= stage {
-                return;
-            }
-            match self
-                .status
-                .compare_exchange(cur, stage, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => break,
-                Err(now) => cur = now,
-            }
+    /// Moves the status forward to `stage` (never back, never from a final status),
+    /// running callbacks due; whether it moved.
+    fn advance(self: &Arc<Self>, stage: cl_int) -> bool {
+        if !advance_status(&self.status, stage) {
+            return false;
         }
         if self.profiling {
             let t = now_ns();
@@ -314,21 +311,27 @@ impl Event {
             }
         }
         self.run_callbacks(stage);
+        true
     }
 
-    /// Final status: `CL_COMPLETE` or a negative error.
+    /// Final status: `CL_COMPLETE` or a negative error. The first final status wins.
     pub fn complete(self: &Arc<Self>, status: cl_int) {
+        self.finish(status);
+    }
+
+    /// `complete`, saying whether this status was the first final one.
+    fn finish(self: &Arc<Self>, status: cl_int) -> bool {
         let status = status.min(CL_COMPLETE);
-        if self.is_done() {
-            return;
+        if !self.advance(status) {
+            return false;
         }
-        self.advance(status);
         let keep = {
             let mut st = self.state.lock();
             self.done.notify_all();
             std::mem::take(&mut st.keep)
         };
         drop(keep);
+        true
     }
 
     fn run_callbacks(self: &Arc<Self>, status: cl_int) {
@@ -693,10 +696,79 @@ pub fn set_user_status(event: &Arc<Event>, status: cl_int) -> ClResult<()> {
     if status > CL_COMPLETE {
         return Err(CL_INVALID_VALUE);
     }
-    // CL_INVALID_OPERATION if the status was already set.
-    if event.is_done() {
+    // CL_INVALID_OPERATION if the status was already set (by another thread too).
+    if !event.finish(status) {
         return Err(CL_INVALID_OPERATION);
     }
-    event.complete(status);
     Ok(())
+}
+
+/// Moves `status` forward to `stage`: execution statuses only decrease (queued,
+/// submitted, running), and `CL_COMPLETE` and errors are final, so the first final
+/// status set wins. Whether it moved.
+fn advance_status(status: &AtomicI32, stage: cl_int) -> bool {
+    let mut cur = status.load(Ordering::Acquire);
+    loop {
+        if cur <= CL_COMPLETE || cur <= stage {
+            return false;
+        }
+        match status.compare_exchange(cur, stage, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return true,
+            Err(now) => cur = now,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn final_statuses_are_final() {
+        let s = AtomicI32::new(CL_QUEUED);
+        assert!(advance_status(&s, CL_SUBMITTED));
+        assert!(!advance_status(&s, CL_QUEUED), "never back");
+        assert!(advance_status(&s, CL_RUNNING));
+        assert!(advance_status(&s, CL_COMPLETE));
+        // A completed command stays complete: no error afterwards, nor anything else.
+        for later in [
+            CL_OUT_OF_RESOURCES,
+            CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
+            -1000,
+        ] {
+            assert!(!advance_status(&s, later));
+        }
+        assert_eq!(s.load(Ordering::Acquire), CL_COMPLETE);
+        // A failed one keeps its first error, even a "more negative" one.
+        let s = AtomicI32::new(CL_RUNNING);
+        assert!(advance_status(&s, CL_OUT_OF_RESOURCES));
+        assert!(!advance_status(
+            &s,
+            CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST
+        ));
+        assert!(!advance_status(&s, CL_COMPLETE));
+        assert_eq!(s.load(Ordering::Acquire), CL_OUT_OF_RESOURCES);
+    }
+
+    /// Threads racing to end one command: exactly one wins and its status stays.
+    #[test]
+    fn the_first_final_status_wins_a_race() {
+        for _ in 0..200 {
+            let s = Arc::new(AtomicI32::new(CL_RUNNING));
+            let finals = [CL_COMPLETE, CL_OUT_OF_RESOURCES, -1000, CL_COMPLETE];
+            let handles: Vec<_> = finals
+                .iter()
+                .map(|&f| {
+                    let s = s.clone();
+                    std::thread::spawn(move || advance_status(&s, f).then_some(f))
+                })
+                .collect();
+            let won: Vec<cl_int> = handles
+                .into_iter()
+                .filter_map(|h| h.join().unwrap())
+                .collect();
+            assert_eq!(won.len(), 1, "one final status is set: {won:?}");
+            assert_eq!(s.load(Ordering::Acquire), won[0]);
+        }
+    }
 }

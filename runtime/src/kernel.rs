@@ -118,6 +118,12 @@ pub struct Kernel {
     args: Mutex<Vec<Option<KeptArg>>>,
     /// What the vendors said of the kernel, the same on every rank.
     pub facts: KernelFacts,
+    /// The rank whose vendor answers for the kernel (the lowest rank with an
+    /// executable): it described the kernel and, in a cluster, answers `vendor_check`.
+    describer: u32,
+    /// In a cluster, the describer's answers to `vendor_check` so far, by (argument,
+    /// size, NULL value): each is asked once per kernel.
+    answers: Mutex<HashMap<(u32, usize, bool), cl_int>>,
 }
 
 impl_handle!(Kernel, Kernel, CL_INVALID_KERNEL);
@@ -153,10 +159,6 @@ pub struct KernelFacts {
     pub attributes: Option<Vec<u8>>,
     /// Per argument, the answers to `ARG_QUERIES`.
     pub args: Vec<Vec<Answer>>,
-    /// Per argument, the one size the vendor accepts for a by-value value, where the
-    /// vendor checks it: every rank checks `clSetKernelArg` sizes against it, so a rank
-    /// without a device answers as the vendor does.
-    pub arg_sizes: Vec<Option<usize>>,
     /// Per device index, the answers to `WORK_GROUP_QUERIES` (before any argument).
     pub work_group: HashMap<u32, Vec<Answer>>,
 }
@@ -188,42 +190,8 @@ impl KernelFacts {
             num_args,
             attributes,
             args,
-            arg_sizes: Vec::new(),
             work_group: HashMap::default(),
         }
-    }
-
-    /// The size the vendor accepts for each by-value argument, tried on a probe kernel
-    /// (never enqueued, no application argument set yet) with the sizes of OpenCL's
-    /// scalar and vector types. Known when exactly one is accepted: a vendor that
-    /// accepts several does not check, and a larger type (a struct) is not tried.
-    fn probe_arg_sizes(&mut self, probe: &VKernel) {
-        const SIZES: [usize; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
-        let zeros = [0u8; 128];
-        self.arg_sizes = (0..self.num_args)
-            .map(|i| {
-                let address = match self.arg_answer(i, CL_KERNEL_ARG_ADDRESS_QUALIFIER) {
-                    Some(a @ Ok(_)) => value_of::<cl_kernel_arg_address_qualifier>(Some(a)),
-                    _ => return None,
-                };
-                if address != CL_KERNEL_ARG_ADDRESS_PRIVATE {
-                    return None;
-                }
-                let mut accepted = SIZES.iter().copied().filter(|&n| {
-                    // SAFETY: `n` readable bytes; the kernel is not shared yet.
-                    unsafe { probe.set_arg(i, n, zeros.as_ptr() as *const c_void) }.is_ok()
-                });
-                match (accepted.next(), accepted.next()) {
-                    (Some(n), None) => Some(n),
-                    _ => None,
-                }
-            })
-            .collect();
-    }
-
-    /// The one size a by-value argument may have, where the vendor checks it.
-    pub fn arg_size(&self, index: u32) -> Option<usize> {
-        self.arg_sizes.get(index as usize).copied().flatten()
     }
 
     /// Where the vendor gave no argument qualifiers (it reports them only for builds
@@ -306,7 +274,8 @@ impl KernelFacts {
             num_args: self.num_args,
             attributes: self.attributes,
             args: self.args,
-            arg_sizes: self.arg_sizes.iter().map(|s| s.map(|n| n as u64)).collect(),
+            // No longer read: `clSetKernelArg` asks the describer (`Kernel::vendor_check`).
+            arg_sizes: Vec::new(),
             work_group,
         }
     }
@@ -357,15 +326,15 @@ impl Kernel {
             .iter()
             .any(|d| d.local() && program.is_built_for(d));
         // Only the lowest rank with an executable describes the kernel (the others'
-        // descriptions would be discarded): it alone asks the vendor for the arguments,
-        // builds again for their qualifiers where needed and probes their sizes.
-        let describes = program
+        // descriptions would be discarded): it alone asks the vendor for the arguments
+        // and builds again for their qualifiers where needed.
+        let describer = program
             .devices
             .iter()
             .filter(|d| program.is_built_for(d))
             .map(|d| d.owner)
-            .min()
-            == Some(crate::node::node().rank);
+            .min();
+        let describes = describer == Some(crate::node::node().rank);
         let mut mine: Option<Result<KernelFacts, cl_int>> = None;
         if has_executable {
             mine = Some(match &local {
@@ -374,7 +343,6 @@ impl Kernel {
                     if let (true, Some((vendor, probe))) = (describes, probes.first()) {
                         facts = KernelFacts::describe(probe);
                         facts.complete_arg_info(&program, *vendor, &cname);
-                        facts.probe_arg_sizes(probe);
                     }
                     for d in &program.devices {
                         if let (Some(dk), Some(vdev)) = (devices.get(&d.index), &d.vdev) {
@@ -410,6 +378,9 @@ impl Kernel {
             probes,
             args: Mutex::new(vec![None; facts.num_args as usize]),
             facts,
+            // A kernel exists only where some rank has an executable.
+            describer: describer.unwrap_or_default(),
+            answers: Mutex::new(HashMap::default()),
         }))
     }
 
@@ -451,9 +422,57 @@ impl Kernel {
             .collect()
     }
 
-    /// One vendor kernel per vendor, for argument checks and queries.
-    pub fn probes(&self) -> impl Iterator<Item = &VKernel> + '_ {
-        self.probes.iter().map(|(_, k)| k)
+    /// Lets this rank's vendors check an argument on their probe kernels (never
+    /// enqueued): the first refusal.
+    fn probe(&self, index: u32, size: usize, value: *const c_void) -> ClResult<()> {
+        for (_, probe) in &self.probes {
+            // SAFETY: forwarded as the application gave it (`size` readable bytes, or
+            // NULL); probes are never enqueued and only set here, from clSetKernelArg,
+            // which OpenCL 1.2 §A.2 forbids running on one kernel from two threads at once.
+            unsafe { probe.set_arg(index, size, value) }?;
+        }
+        Ok(())
+    }
+
+    /// The vendor's answer to an argument MirrorCL does not interpret itself (a by-value
+    /// value, a `__local` size): alone, this rank's vendors'. In a cluster, every rank
+    /// returns the describer's (only ranks with an executable could ask a vendor, and
+    /// vendors differ): a collective, made once per argument, size and NULL-ness when
+    /// `cached` (a by-value or `__local` argument, whose answer does not depend on the
+    /// bytes), else every time. Every rank takes the same path: the cache fills in call
+    /// order.
+    pub fn vendor_check(
+        &self,
+        index: u32,
+        size: usize,
+        value: *const c_void,
+        cached: bool,
+    ) -> ClResult<()> {
+        let node = crate::node::node();
+        if !node.is_cluster() {
+            return self.probe(index, size, value);
+        }
+        let key = (index, size, value.is_null());
+        let known = cached.then(|| self.answers.lock().get(&key).copied());
+        let rc = match known.flatten() {
+            Some(rc) => rc,
+            None => {
+                let mine = (node.rank == self.describer)
+                    .then(|| self.probe(index, size, value).map(|()| Vec::new()));
+                let rc = node
+                    .exchange(&wire::OwnerAnswer(mine))
+                    .into_iter()
+                    .find_map(|a| a.0)
+                    .map_or(CL_INVALID_PROGRAM_EXECUTABLE, |a| {
+                        a.err().unwrap_or(CL_SUCCESS)
+                    });
+                if cached {
+                    self.answers.lock().insert(key, rc);
+                }
+                rc
+            }
+        };
+        crate::check(rc)
     }
 
     pub fn limits(&self, device: &Device) -> Option<WorkGroupLimits> {
@@ -530,11 +549,6 @@ fn share_facts(mine: Option<Result<KernelFacts, cl_int>>) -> Result<KernelFacts,
             num_args: facts.num_args,
             attributes: facts.attributes,
             args: facts.args,
-            arg_sizes: facts
-                .arg_sizes
-                .iter()
-                .map(|s| s.map(|n| n as usize))
-                .collect(),
             work_group: HashMap::default(),
         }));
     }

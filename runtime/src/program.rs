@@ -510,6 +510,16 @@ impl Program {
             return Ok(out);
         }
         for (vendor, vp) in &self.vendor {
+            // Only a vendor program with an executable has binaries (PoCL 3.1 answers
+            // CL_INVALID_PROGRAM for one built for none of its devices: the program may be
+            // built for another rank's devices only).
+            let built = self
+                .devices
+                .iter()
+                .any(|d| d.group == *vendor && d.local() && self.is_built_for(d));
+            if !built {
+                continue;
+            }
             let mut binaries = vp.binaries()?;
             for (i, d) in self.devices.iter().enumerate() {
                 if d.group != *vendor {

@@ -333,7 +333,8 @@ pub struct KernelDescription {
     pub attributes: Option<Vec<u8>>,
     /// Per argument, the answers to the argument queries.
     pub args: Vec<Vec<Answer>>,
-    /// Per argument, the one size the vendor accepts for a by-value value, if known.
+    /// Empty: `clSetKernelArg` now asks the describing rank's vendor (`OwnerAnswer`);
+    /// kept so the format stays version 3, to go at the next version.
     pub arg_sizes: Vec<Option<u64>>,
     /// Per device index of this rank, the answers to the work-group queries.
     pub work_group: Vec<(u32, Vec<Answer>)>,

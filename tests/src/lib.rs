@@ -944,6 +944,7 @@ pub const PROGRAMS: &[&str] = &[
     "vendor_fidelity",
     "lifetimes",
     "images",
+    "threads_one_process",
 ];
 
 /// The programs written for cluster runs (`tests/tests/cluster.rs`): ordinary
@@ -964,6 +965,7 @@ pub const CLUSTER_PROGRAMS: &[&str] = &[
     "cluster_crash",
     "cluster_fail",
     "cluster_images",
+    "cluster_args",
 ];
 
 #[cfg(test)]

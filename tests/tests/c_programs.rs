@@ -96,6 +96,8 @@ c_program!(pingpong);
 c_program!(vendor_fidelity);
 c_program!(lifetimes);
 c_program!(images);
+// Host threads of one process (one rank: threads on several ranks are not supported).
+c_program!(threads_one_process);
 
 /// The suite covers every program listed in the library.
 #[test]
@@ -112,6 +114,7 @@ fn all_programs_have_tests() {
         "vendor_fidelity",
         "lifetimes",
         "images",
+        "threads_one_process",
     ];
     assert_eq!(mirrorcl_tests::PROGRAMS, covered);
 }

@@ -6,7 +6,7 @@
 //! Names are `<program>::ranks<R>_dev<D>`, so `cargo test -p mirrorcl-tests --test
 //! cluster stencil` runs one program.
 
-use mirrorcl_tests::{check_cluster, run_cluster, run_cluster_as, Way};
+use mirrorcl_tests::{check_cluster, check_program, run_cluster, run_cluster_as, Way};
 
 macro_rules! cluster_program {
     ($prog:ident: $($name:ident ($ranks:literal, $devs:literal)),+) => {
@@ -74,6 +74,32 @@ fn build_failure_is_reported_identically_on_every_rank() {
             "every device reports CL_BUILD_ERROR with a log: {:?}",
             logs[0]
         );
+    }
+}
+
+/// `clSetKernelArg` and `clEnqueueNDRangeKernel` give every rank the same answer, the
+/// vendor's own, whichever rank owns the one device a program is built for (issue 15
+/// item 5). Every rank checks PoCL's codes (the native run validates them) and prints
+/// one line per call; the lines must be the same on every rank.
+#[test]
+fn kernel_argument_answers_agree_on_every_rank() {
+    check_program("cluster_args", Way::Native, 2);
+    for (ranks, devs) in [(1, 2), (2, 1), (3, 1)] {
+        let out = check_cluster("cluster_args", ranks, devs, &[]);
+        let lines = out.lines_with("arg ");
+        assert!(
+            lines[0].len() > 40 * (ranks * devs) as usize,
+            "one `arg` line per call\n{}",
+            out.report()
+        );
+        for (r, l) in lines.iter().enumerate() {
+            assert_eq!(
+                l,
+                &lines[0],
+                "rank {r} differs from rank 0\n{}",
+                out.report()
+            );
+        }
     }
 }
 
@@ -166,6 +192,7 @@ fn a_rank_without_devices_runs_the_program() {
         "cluster_vecadd",
         "vendor_fidelity",
         "images",
+        "cluster_args",
     ] {
         check_cluster(prog, 2, 1, &split);
     }

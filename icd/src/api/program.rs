@@ -505,8 +505,9 @@ fn sampler_arg(k: &Kernel, arg_size: usize, arg_value: *const c_void) -> ClResul
     if arg_size != std::mem::size_of::<cl_sampler>() {
         return Err(CL_INVALID_ARG_SIZE);
     }
+    // CL_INVALID_ARG_VALUE, as for every argument but a `__local` one (PoCL says the same).
     if arg_value.is_null() {
-        return Err(CL_INVALID_SAMPLER);
+        return Err(CL_INVALID_ARG_VALUE);
     }
     // SAFETY: arg_value points to a cl_sampler (size checked).
     let s = Sampler::from_handle(unsafe { *(arg_value as *const cl_sampler) })?;
@@ -514,23 +515,6 @@ fn sampler_arg(k: &Kernel, arg_size: usize, arg_value: *const c_void) -> ClResul
         return Err(CL_INVALID_SAMPLER);
     }
     Ok(ArgValue::Sampler(s))
-}
-
-/// Lets the vendor check a by-value or local argument on a kernel never enqueued.
-/// The probes keep the argument too, so work-group queries (local memory size) see it.
-fn probe_arg(
-    k: &Kernel,
-    index: cl_uint,
-    arg_size: usize,
-    arg_value: *const c_void,
-) -> ClResult<()> {
-    for probe in k.probes() {
-        // SAFETY: forwarded as the application gave it; probes are never enqueued and
-        // only set here, from clSetKernelArg, which OpenCL 1.2 §A.2 forbids running on
-        // one kernel from two threads at once.
-        unsafe { probe.set_arg(index, arg_size, arg_value) }?;
-    }
-    Ok(())
 }
 
 entry! {
@@ -565,7 +549,7 @@ fn set_kernel_arg(
             if arg_size == 0 {
                 return Err(CL_INVALID_ARG_SIZE);
             }
-            probe_arg(&k, arg_index, arg_size, arg_value)?;
+            k.vendor_check(arg_index, arg_size, arg_value, true)?;
             ArgValue::Local(arg_size)
         }
         Some(_)
@@ -579,12 +563,13 @@ fn set_kernel_arg(
             if arg_value.is_null() {
                 return Err(CL_INVALID_ARG_VALUE);
             }
-            // Checked from the shared facts first, so a rank without a device answers
-            // as the vendor does on the others.
-            if k.facts.arg_size(arg_index).is_some_and(|n| n != arg_size) {
+            // No type has size 0 (PoCL 3.1 crashes on a struct of size 0).
+            if arg_size == 0 {
                 return Err(CL_INVALID_ARG_SIZE);
             }
-            probe_arg(&k, arg_index, arg_size, arg_value)?;
+            // The sizes the vendor accepts are its own (PoCL takes 12 bytes for a
+            // float4, any size for a struct): it is asked, the same on every rank.
+            k.vendor_check(arg_index, arg_size, arg_value, true)?;
             // SAFETY: `arg_size` readable bytes, accepted by the vendor.
             ArgValue::Bytes(
                 unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }.to_vec(),
@@ -592,7 +577,11 @@ fn set_kernel_arg(
         }
         None => {
             // Without argument information: a registered cl_mem is a buffer, NULL a
-            // local size, anything else bytes the vendor accepts.
+            // local size, anything else bytes the vendor accepts (what it checks may
+            // depend on the bytes: asked every time).
+            if arg_size == 0 {
+                return Err(CL_INVALID_ARG_SIZE);
+            }
             // SAFETY: read only when the size is that of a cl_mem.
             let as_mem = (arg_size == std::mem::size_of::<cl_mem>() && !arg_value.is_null())
                 .then(|| unsafe { *(arg_value as *const cl_mem) });
@@ -600,11 +589,11 @@ fn set_kernel_arg(
                 Some(m) if Buffer::from_handle(m).is_ok() => mem_arg(&k, arg_size, arg_value)?,
                 Some(m) if Sampler::from_handle(m).is_ok() => sampler_arg(&k, arg_size, arg_value)?,
                 _ if arg_value.is_null() => {
-                    probe_arg(&k, arg_index, arg_size, arg_value)?;
+                    k.vendor_check(arg_index, arg_size, arg_value, false)?;
                     ArgValue::Local(arg_size)
                 }
                 _ => {
-                    probe_arg(&k, arg_index, arg_size, arg_value)?;
+                    k.vendor_check(arg_index, arg_size, arg_value, false)?;
                     // SAFETY: as above.
                     ArgValue::Bytes(
                         unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }
