@@ -275,7 +275,6 @@ impl KernelFacts {
             attributes: self.attributes,
             args: self.args,
             // No longer read: `clSetKernelArg` asks the describer (`Kernel::vendor_check`).
-            arg_sizes: Vec::new(),
             work_group,
         }
     }

@@ -333,9 +333,6 @@ pub struct KernelDescription {
     pub attributes: Option<Vec<u8>>,
     /// Per argument, the answers to the argument queries.
     pub args: Vec<Vec<Answer>>,
-    /// Empty: `clSetKernelArg` now asks the describing rank's vendor (`OwnerAnswer`);
-    /// kept so the format stays version 3, to go at the next version.
-    pub arg_sizes: Vec<Option<u64>>,
     /// Per device index of this rank, the answers to the work-group queries.
     pub work_group: Vec<(u32, Vec<Answer>)>,
 }
@@ -498,7 +495,6 @@ mod tests {
             num_args: 2,
             attributes: Some(b"\0".to_vec()),
             args: vec![vec![Ok(vec![1, 2]), Err(-19)], vec![Ok(Vec::new())]],
-            arg_sizes: vec![None, Some(4)],
             work_group: vec![(0, vec![Ok(vec![0; 8]), Err(-30)])],
         })))
     }
@@ -894,7 +890,7 @@ mod tests {
         }
         assert_eq!(
             (VERSION, h),
-            (4, 0xff9d_6db0_07ab_6638),
+            (4, 0x59f8_65df_467f_38a9),
             "the wire format changed: bump wire::VERSION and update this fingerprint"
         );
     }
