@@ -929,6 +929,7 @@ pub const PROGRAMS: &[&str] = &[
     "vendor_fidelity",
     "lifetimes",
     "images",
+    "memory_bounded",
 ];
 
 /// The programs written for cluster runs (`tests/tests/cluster.rs`): ordinary

@@ -96,6 +96,7 @@ c_program!(pingpong);
 c_program!(vendor_fidelity);
 c_program!(lifetimes);
 c_program!(images);
+c_program!(memory_bounded);
 
 /// The suite covers every program listed in the library.
 #[test]
@@ -112,6 +113,7 @@ fn all_programs_have_tests() {
         "vendor_fidelity",
         "lifetimes",
         "images",
+        "memory_bounded",
     ];
     assert_eq!(mirrorcl_tests::PROGRAMS, covered);
 }
