@@ -11,6 +11,8 @@
  * Phase 2 only ever waits with clWaitForEvents: a non-blocking write to a buffer nothing
  * reads again, a fill and a read of another, a wait for the read, everything released.
  * (MirrorCL kept up to 1,024 such commands' buffers.)
+ * MEMORY_BOUNDED_TRACE=1 prints the resident memory after every iteration; SIZE,
+ * ITERATIONS and BOUND can be set with -D for longer runs by hand.
  */
 #include "check.h"
 
