@@ -945,6 +945,7 @@ pub const PROGRAMS: &[&str] = &[
     "lifetimes",
     "images",
     "threads_one_process",
+    "memory_bounded",
 ];
 
 /// The programs written for cluster runs (`tests/tests/cluster.rs`): ordinary

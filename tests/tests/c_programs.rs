@@ -98,6 +98,7 @@ c_program!(lifetimes);
 c_program!(images);
 // Host threads of one process (one rank: threads on several ranks are not supported).
 c_program!(threads_one_process);
+c_program!(memory_bounded);
 
 /// The suite covers every program listed in the library.
 #[test]
@@ -115,6 +116,7 @@ fn all_programs_have_tests() {
         "lifetimes",
         "images",
         "threads_one_process",
+        "memory_bounded",
     ];
     assert_eq!(mirrorcl_tests::PROGRAMS, covered);
 }

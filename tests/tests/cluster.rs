@@ -42,6 +42,7 @@ cluster_program!(pingpong: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 cluster_program!(vendor_fidelity: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 cluster_program!(lifetimes: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 cluster_program!(images: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
+cluster_program!(memory_bounded: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 
 /// Build results are the owners': every rank prints the same status, log length and
 /// log hash for every device, and the same kernel work-group answers.

@@ -44,6 +44,8 @@ pub(super) struct VendorCommand {
 
 /// Sends a vendor command to `device`'s issuer.
 pub(super) fn issue(device: &Device, cmd: VendorCommand) {
+    // Its completion then completes the dependencies the vendor waits for silently.
+    cmd.event.waits_for(&cmd.deps.all);
     let free = cmd.deps.all.iter().all(|d| d.is_done());
     let info = JobInfo {
         vqueue: cmd.vqueue.as_ref().map_or(0, |q| q.raw() as usize),
