@@ -195,6 +195,10 @@ pub fn at_load() {
     let Some(rank) = launcher_rank() else {
         return;
     };
+    // Read before the hand-off below sets a variable: a program may define its own
+    // getenv and setenv (bash does), which before its own start-up lose the environment
+    // once one is set.
+    let mode = output_mode();
     LAUNCH_RANK.store(rank, Ordering::Relaxed);
     // A panic inside MirrorCL (caught at the C boundary) must be seen on every rank,
     // whatever became of the program's standard error.
@@ -222,7 +226,7 @@ pub fn at_load() {
         let job = launch_job();
         std::env::set_var(HANDOFF, format!("{job}:{rank}:{fd}:{dev}:{ino}"));
     }
-    match output_mode() {
+    match mode {
         Output::Raw => {}
         Output::Root if rank == 0 => {}
         Output::Root => {

@@ -1,11 +1,18 @@
 //! The replicas' output through wrappers and programs that manage their own descriptors
 //! (issue 15, item 4): `MIRRORCL_OUTPUT` holds when the program is started through a
-//! command that execs it (`env`, `stdbuf`), and MirrorCL's own reports reach each
+//! command that execs it (`env`, `stdbuf`, a bash script), and MirrorCL's own reports reach each
 //! rank's original standard error whatever the program did to its descriptors.
 
 use mirrorcl_tests::{run_cluster_wrapped, target_dir, ClusterOutput, Way};
 
-const WRAPPERS: [&[&str]; 3] = [&[], &["env", "OUTPUT_WRAPPED=1"], &["stdbuf", "-oL"]];
+/// No wrapper, two that exec the program, and a bash script that does (bash has its
+/// own getenv and setenv, which lose the environment before bash has started).
+const WRAPPERS: [&[&str]; 4] = [
+    &[],
+    &["env", "OUTPUT_WRAPPED=1"],
+    &["stdbuf", "-oL"],
+    &["bash", "-c", "exec \"$0\" \"$@\""],
+];
 
 fn run(wrapper: &[&str], env: &[(&str, &str)]) -> ClusterOutput {
     let out = run_cluster_wrapped("cluster_output", Way::Preload, wrapper, 2, 1, env)

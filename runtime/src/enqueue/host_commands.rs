@@ -24,10 +24,10 @@ pub fn map_buffer(
     size: usize,
     wait_list: Vec<Arc<Event>>,
 ) -> ClResult<(Arc<Event>, *mut c_void)> {
-    let host = buffer.host_copy()?;
-    let root_offset = buffer.origin + offset;
-    // SAFETY: offset+size is inside the root buffer, whose host copy has its size.
-    let ptr = unsafe { host.add(root_offset) } as *mut c_void;
+    // Without a host copy the command is still submitted, as on every other rank, and
+    // fails (its transfer step fails where the copy is needed), so that every rank sees
+    // the same commands and the same failure.
+    let host = buffer.host_copy();
     let invalidate = flags & CL_MAP_WRITE_INVALIDATE_REGION != 0;
     let writes = invalidate || flags & CL_MAP_WRITE != 0;
     let event = submit(
@@ -47,6 +47,15 @@ pub fn map_buffer(
         },
         Work::Host,
     )?;
+    let host = match host {
+        Ok(host) => host,
+        Err(rc) => {
+            let status = event.wait();
+            return Err(if status < 0 { status } else { rc });
+        }
+    };
+    // SAFETY: offset+size is inside the root buffer, whose host copy has its size.
+    let ptr = unsafe { host.add(buffer.origin + offset) } as *mut c_void;
     buffer.add_mapping(Mapping {
         ptr: ptr as usize,
         offset,

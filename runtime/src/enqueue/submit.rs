@@ -102,17 +102,23 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     }
     // The application's wait list comes first: only its failures fail the command; what
     // MirrorCL adds after it only orders it.
-    let failing = cmd.wait_list.len();
+    // So do the transfer steps that bring its bytes: a command whose bytes could not come
+    // (a failure where they were, the host copy not allocated) fails, on every rank.
     let mut deps = std::mem::take(&mut cmd.wait_list);
     let scheduling = std::time::Instant::now();
     add(&COUNTERS.commands_scheduled, 1);
+    let mut steps = Vec::new();
     let conflicts = sched.schedule(at, stream, &accesses, &event, |step, step_deps| {
-        transfer(&ctx, &cmd.accesses, step, step_deps)
+        let (stream, step) = transfer(&ctx, &cmd.accesses, step, step_deps);
+        steps.push(step.clone());
+        (stream, step)
     });
     add(
         &COUNTERS.scheduling_ns,
         scheduling.elapsed().as_nanos() as u64,
     );
+    deps.extend(steps);
+    let failing = deps.len();
     deps.extend(conflicts);
     if let Some(prev) = queue.last() {
         // A virtual device's queue has no vendor queue to keep it in order, and a read
