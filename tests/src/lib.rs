@@ -965,6 +965,7 @@ pub const CLUSTER_PROGRAMS: &[&str] = &[
     "cluster_diverge",
     "cluster_crash",
     "cluster_fail",
+    "cluster_hostfail",
     "cluster_images",
     "cluster_args",
 ];

@@ -118,6 +118,16 @@ fn verify_names_the_write(mode: &str) {
     }
 }
 
+/// A rank that cannot allocate a buffer's host copy (its address space limited, on the
+/// owner of the buffer's device) fails the blocking map on every rank alike, promptly,
+/// and the runtime stays usable; without the limit the program passes, natively too.
+#[test]
+fn a_host_copy_that_cannot_be_allocated_fails_the_map_on_every_rank() {
+    check_cluster("cluster_hostfail", 2, 1, &[("HOSTFAIL_RANK", "0")]);
+    check_cluster("cluster_hostfail", 2, 1, &[]);
+    mirrorcl_tests::check_program("cluster_hostfail", Way::Native, 1);
+}
+
 /// Without `MIRRORCL_VERIFY`, replicas that diverge in what they exchange (a buffer of
 /// another size on one rank; an extra `clWaitForEvents` on one rank where the others
 /// poll) are caught at the first message or collective after it, promptly, with the
