@@ -102,8 +102,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     }
     // The application's wait list comes first: only its failures fail the command; what
     // MirrorCL adds after it only orders it.
-    // So do the transfer steps that bring its bytes: a command whose bytes could not come
-    // (a failure where they were, the host copy not allocated) fails, on every rank.
+    let failing = cmd.wait_list.len();
     let mut deps = std::mem::take(&mut cmd.wait_list);
     let scheduling = std::time::Instant::now();
     add(&COUNTERS.commands_scheduled, 1);
@@ -117,9 +116,14 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         &COUNTERS.scheduling_ns,
         scheduling.elapsed().as_nanos() as u64,
     );
-    deps.extend(steps);
-    let failing = deps.len();
-    deps.extend(conflicts);
+    // The steps that bring its bytes first among the rest: a command run on the host
+    // copy (a map) also fails with them, so that a map whose bytes could not come (a
+    // failure where they were, a host copy not allocated) fails on every rank.
+    let (brought, others): (Vec<_>, Vec<_>) =
+        (conflicts.into_iter()).partition(|c| steps.iter().any(|s| Arc::ptr_eq(s, c)));
+    let host_failing = failing + brought.len();
+    deps.extend(brought);
+    deps.extend(others);
     if let Some(prev) = queue.last() {
         // A virtual device's queue has no vendor queue to keep it in order, and a read
         // whose bytes are still being sent outlives its vendor command.
@@ -131,8 +135,8 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let host_work = route(&cmd, work, &event, &accesses, Deps { all: deps, failing });
     drop(sched);
     // Completions run callbacks (the application's among them): never under the lock.
-    if let Some(Deps { all, failing }) = host_work {
-        event.complete_after_ordered(all, failing);
+    if let Some(Deps { all, .. }) = host_work {
+        event.complete_after_ordered(all, host_failing);
     }
     queue.prune();
     Ok(event)
@@ -243,14 +247,18 @@ fn route(
     }
 }
 
-/// A command's wait list may hold another rank's command, whose failure must fail this
-/// command here as it does on that rank. Its owner sends its status (a message without
-/// bytes, planned alike on both ranks) to every rank that runs this command, which
-/// waits on that arrival in its place. Before `left_out`: the owner sends even where
-/// this command is not enqueued.
+/// A blocking command's or a host command's (a map's) wait list may hold another
+/// rank's command, whose failure must fail this command here as it does on that rank.
+/// Its owner sends its status (a message without bytes, planned alike on both ranks) to
+/// every rank that runs this command, which waits on that arrival in its place. Before
+/// `left_out`: the owner sends even where this command is not enqueued.
+///
+/// Not for other commands on a device: learning a status costs the owner a vendor
+/// callback on that command, which doubled the IV.7.2 microbenchmark's iteration; their
+/// failures are agreed where the application asks (`clWaitForEvents`, a polled status).
 fn learn_wait_list_statuses(cmd: &mut Command) {
     let node = crate::node::node();
-    if !node.is_cluster() || cmd.waits_on_queue {
+    if !node.is_cluster() || cmd.waits_on_queue || !(cmd.blocking || cmd.at_host) {
         return;
     }
     // Who runs the command: its device's owner, or every rank (on the host copy).
