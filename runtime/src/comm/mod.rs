@@ -120,9 +120,6 @@ pub fn arrival(t: &Transfer, h: &Header, transport_ok: bool) -> Arrival {
         ));
     }
     let planned_alike = h.stamp == t.what.stamp;
-    if t.direction == Direction::Discard {
-        return Arrival::Status(CL_OUT_OF_RESOURCES);
-    }
     if !planned_alike || (h.status >= 0 && h.len != t.len as u64) {
         return Arrival::Diverged(format!(
             "rank {} sent {} bytes planned after its {}, where this rank planned {} bytes \
@@ -137,6 +134,10 @@ pub fn arrival(t: &Transfer, h: &Header, transport_ok: bool) -> Arrival {
     }
     if h.status < 0 {
         return Arrival::Status(h.status);
+    }
+    if t.direction == Direction::Discard {
+        // Dropped here: this rank failed before it could take the bytes.
+        return Arrival::Status(CL_OUT_OF_RESOURCES);
     }
     Arrival::Status(if transport_ok { 0 } else { CL_OUT_OF_RESOURCES })
 }
