@@ -301,37 +301,14 @@ fn post(comm: RawComm, t: &Transfer) -> Result<Active, c_int> {
     let staged_ptr = staged.as_mut_ptr();
     let mut requests = Vec::with_capacity(2);
     let mut message = |ptr: *mut u8, n: usize| -> Result<(), c_int> {
-        // SAFETY: a null request handle, filled in by MPI.
-        let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
-        let ptr = ptr as *mut std::ffi::c_void;
-        // SAFETY: the caller keeps `len` bytes at `ptr` valid until `done` (`staged`
-        // lives in `Active`); the count fits a c_int (CHUNK).
-        let rc = unsafe {
-            match t.direction {
-                Direction::Send => ffi::MPI_Isend(
-                    ptr,
-                    n as c_int,
-                    ffi::RSMPI_UINT8_T,
-                    t.peer as c_int,
-                    tag,
-                    comm.0,
-                    &mut req,
-                ),
-                Direction::Recv | Direction::Discard => ffi::MPI_Irecv(
-                    ptr,
-                    n as c_int,
-                    ffi::RSMPI_UINT8_T,
-                    t.peer as c_int,
-                    tag,
-                    comm.0,
-                    &mut req,
-                ),
-            }
-        };
-        if rc != 0 {
-            return Err(rc);
-        }
-        requests.push(req);
+        requests.push(post_one(
+            comm,
+            t.direction == Direction::Send,
+            ptr,
+            n,
+            t.peer,
+            tag,
+        )?);
         Ok(())
     };
     message(staged_ptr, staged.len())?;
@@ -362,6 +339,50 @@ fn post(comm: RawComm, t: &Transfer) -> Result<Active, c_int> {
     })
 }
 
+/// Posts one message of `n` bytes at `ptr` to or from `peer`. The caller keeps the
+/// bytes valid until the request completes; `n` is at most `CHUNK`.
+fn post_one(
+    comm: RawComm,
+    send: bool,
+    ptr: *mut u8,
+    n: usize,
+    peer: u32,
+    tag: c_int,
+) -> Result<ffi::MPI_Request, c_int> {
+    // SAFETY: a null request handle, filled in by MPI.
+    let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+    let ptr = ptr as *mut std::ffi::c_void;
+    // SAFETY: the caller keeps `n` bytes at `ptr` valid until the request completes;
+    // the count fits a c_int (CHUNK).
+    let rc = unsafe {
+        if send {
+            ffi::MPI_Isend(
+                ptr,
+                n as c_int,
+                ffi::RSMPI_UINT8_T,
+                peer as c_int,
+                tag,
+                comm.0,
+                &mut req,
+            )
+        } else {
+            ffi::MPI_Irecv(
+                ptr,
+                n as c_int,
+                ffi::RSMPI_UINT8_T,
+                peer as c_int,
+                tag,
+                comm.0,
+                &mut req,
+            )
+        }
+    };
+    if rc != 0 {
+        return Err(rc);
+    }
+    Ok(req)
+}
+
 /// The chunks of a larger receive whose header `h` was checked: into the receive's
 /// memory, or, for the empty chunks of a failed send or the bytes of a discarded
 /// receive, into `a.staged` (one block the size of a chunk, shared by all: what a
@@ -380,24 +401,7 @@ fn post_bytes(comm: RawComm, t: &Transfer, h: &Header, a: &mut Active) -> Result
             (false, true) => (a.staged.as_mut_ptr(), n),
             (false, false) => (a.staged.as_mut_ptr(), 0),
         };
-        // SAFETY: a null request handle, filled in by MPI.
-        let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: `count` bytes at `ptr`: the receive's memory (valid until `done`) or
-        // `staged` (in `a`, kept until the transfer ends); the count fits a c_int.
-        let rc = unsafe {
-            ffi::MPI_Irecv(
-                ptr as *mut std::ffi::c_void,
-                count as c_int,
-                ffi::RSMPI_UINT8_T,
-                t.peer as c_int,
-                tag,
-                comm.0,
-                &mut req,
-            )
-        };
-        if rc != 0 {
-            return Err(rc);
-        }
+        let req = post_one(comm, false, ptr, count, t.peer, tag)?;
         a.requests.push(req);
         offset += n;
         if offset >= t.len {
