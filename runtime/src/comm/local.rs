@@ -324,28 +324,34 @@ pub(crate) mod tests {
         let results = on_ranks(2, |c| {
             let me = c.place().rank;
             let mut buf = vec![7u8; 64];
+            let mut next = vec![9u8; 64];
             let stamp = Stamp::default();
             if me == 0 {
-                // Tag 1: failed before it could read; tag 2: a discarded message.
+                // Tag 1: failed before it could read; tag 2: a discarded message; tag 3:
+                // the next transfer between the pair, which must carry its own bytes.
                 let failed = post_as(&c, Direction::Send, 1, 1, &mut buf, stamp, -4);
                 let dropped = post_as(&c, Direction::Send, 1, 2, &mut buf, stamp, 0);
-                (failed.recv().unwrap(), dropped.recv().unwrap(), buf)
+                let after = post_as(&c, Direction::Send, 1, 3, &mut next, stamp, 0);
+                let statuses = [failed.recv(), dropped.recv(), after.recv()];
+                (statuses.map(|s| s.unwrap()), buf, next)
             } else {
                 let mut other = vec![0u8; 64];
+                let mut after_buf = vec![0u8; 64];
                 let failed = post_as(&c, Direction::Recv, 0, 1, &mut buf, stamp, 0);
                 let dropped = post_as(&c, Direction::Discard, 0, 2, &mut other, stamp, 0);
-                let statuses = (failed.recv().unwrap(), dropped.recv().unwrap());
-                // Neither message's bytes arrived.
-                assert!(buf.iter().chain(&other).all(|&b| b == 7 || b == 0));
-                (statuses.0, statuses.1, other)
+                let after = post_as(&c, Direction::Recv, 0, 3, &mut after_buf, stamp, 0);
+                let statuses = [failed.recv(), dropped.recv(), after.recv()];
+                (statuses.map(|s| s.unwrap()), other, after_buf)
             }
         });
-        let (sent, dropped, _) = results[0].as_ref().expect("rank 0 finished");
-        assert_eq!((*sent, *dropped), (0, 0), "both sends complete");
-        let (failed, discarded, other) = results[1].as_ref().expect("rank 1 finished");
-        assert_eq!(*failed, -4, "the receive fails with the sender's failure");
-        assert_eq!(*discarded, -5, "a discarded receive fails here");
+        let (sent, _, _) = results[0].as_ref().expect("rank 0 finished");
+        assert_eq!(*sent, [0, 0, 0], "every send completes");
+        let (got, other, after) = results[1].as_ref().expect("rank 1 finished");
+        assert_eq!(got[0], -4, "the receive fails with the sender's failure");
+        assert_eq!(got[1], -5, "a discarded receive fails here");
         assert!(other.iter().all(|&b| b == 0), "a discard takes no bytes");
+        assert_eq!(got[2], 0, "the next transfer succeeds");
+        assert!(after.iter().all(|&b| b == 9), "with its own bytes");
     }
 
     #[test]
