@@ -73,6 +73,10 @@ pub struct Event {
     subject: AtomicU64,
     /// The rank that runs the command (its device's owner); `u32::MAX` when every rank
     /// does (host-side commands, user events).
+    /// Commands of other ranks in this one's wait list, when this rank does not learn
+    /// their statuses as the command runs (a non-blocking device command): the ranks
+    /// agree on them where the application asks (`wait_all`, `polled_status`).
+    waits_elsewhere: std::sync::OnceLock<Vec<Weak<Event>>>,
     owner: std::sync::atomic::AtomicU32,
     status: AtomicI32,
     state: Mutex<State>,
@@ -142,6 +146,7 @@ impl Event {
             outlives_vendor: std::sync::atomic::AtomicBool::new(false),
             subject: AtomicU64::new(0),
             owner: std::sync::atomic::AtomicU32::new(u32::MAX),
+            waits_elsewhere: std::sync::OnceLock::new(),
             status: AtomicI32::new(if command_type == CL_COMMAND_USER {
                 CL_SUBMITTED
             } else {
@@ -195,6 +200,41 @@ impl Event {
                 Ordering::Acquire,
             );
         }
+    }
+
+    /// See `waits_elsewhere`; set once, at submission.
+    pub fn set_waits_elsewhere(&self, events: Vec<Weak<Event>>) {
+        let _ = self.waits_elsewhere.set(events);
+    }
+
+    fn waits_elsewhere(&self) -> &[Weak<Event>] {
+        self.waits_elsewhere.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// The statuses this rank reports for the commands of other ranks that `events`
+    /// wait for (`waits_elsewhere`): those it owns, numbered from `first` in the order
+    /// every rank lists them.
+    fn elsewhere_statuses(events: &[Arc<Event>], first: u32, rank: u32) -> Vec<(u32, cl_int)> {
+        let waited = events.iter().flat_map(|e| e.waits_elsewhere());
+        (waited.enumerate())
+            .filter_map(|(k, w)| {
+                let w = w.upgrade()?;
+                (w.owner() == Some(rank)).then(|| (first + k as u32, w.status()))
+            })
+            .collect()
+    }
+
+    /// Which of `events` waits for the `k`-th command of `elsewhere_statuses`.
+    fn waiting_for(events: &[Arc<Event>], k: usize) -> Option<&Arc<Event>> {
+        let mut k = k;
+        for e in events {
+            let n = e.waits_elsewhere().len();
+            if k < n {
+                return Some(e);
+            }
+            k -= n;
+        }
+        None
     }
 
     pub fn set_subject(&self, buffer: u64) {
@@ -641,16 +681,27 @@ pub fn wait_all(events: &[Arc<Event>]) -> ClResult<()> {
             .map(|e| (e.command_type as u64) << 32 | e.owner().unwrap_or(u32::MAX) as u64)
             .collect();
         crate::history::note_call("clWaitForEvents", &what);
-        let mine = EventStatuses(
-            (events.iter().enumerate())
-                .filter(|(_, e)| e.owner() == Some(node.rank))
-                .map(|(i, e)| (i as u32, e.status()))
-                .collect(),
-        );
-        for EventStatuses(theirs) in node.exchange(&mine) {
+        let mut mine: Vec<(u32, cl_int)> = (events.iter().enumerate())
+            .filter(|(_, e)| e.owner() == Some(node.rank))
+            .map(|(i, e)| (i as u32, e.status()))
+            .collect();
+        let n = events.len();
+        mine.extend(Event::elsewhere_statuses(events, n as u32, node.rank));
+        for EventStatuses(theirs) in node.exchange(&EventStatuses(mine)) {
             for (i, status) in theirs {
-                if let Some(e) = events.get(i as usize) {
-                    e.adopt(status);
+                match (i as usize).checked_sub(n) {
+                    None => {
+                        if let Some(e) = events.get(i as usize) {
+                            e.adopt(status);
+                        }
+                    }
+                    // A command another rank ran, which this one waited for, failed.
+                    Some(k) if status < 0 => {
+                        if let Some(e) = Event::waiting_for(events, k) {
+                            e.adopt(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+                        }
+                    }
+                    Some(_) => {}
                 }
             }
         }
@@ -709,12 +760,19 @@ pub fn polled_status(event: &Arc<Event>) -> cl_int {
     let owner = event.owner();
     let what = (event.command_type as u64) << 32 | owner.unwrap_or(u32::MAX) as u64;
     crate::history::note_call("clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS)", &[what]);
-    let mine = EventStatuses(if owner.is_none() || owner == Some(node.rank) {
+    let mut mine = if owner.is_none() || owner == Some(node.rank) {
         vec![(0, event.status())]
     } else {
         Vec::new()
-    });
-    let all = node.exchange(&mine);
+    };
+    let one = std::slice::from_ref(event);
+    mine.extend(Event::elsewhere_statuses(one, 1, node.rank));
+    let all = node.exchange(&EventStatuses(mine));
+    // A command another rank ran, which this one waits for, failed.
+    let failed_elsewhere = (all.iter().flat_map(|m| m.0.iter())).any(|&(i, s)| i > 0 && s < 0);
+    let all: Vec<EventStatuses> = (all.into_iter())
+        .map(|m| EventStatuses(m.0.into_iter().filter(|&(i, _)| i == 0).collect()))
+        .collect();
     let answer = match owner {
         Some(owner) => (all.into_iter().nth(owner as usize))
             .and_then(|EventStatuses(s)| s.first().map(|&(_, status)| status)),
@@ -728,6 +786,10 @@ pub fn polled_status(event: &Arc<Event>) -> cl_int {
             let error = statuses.iter().copied().filter(|&s| s < 0).min();
             error.or_else(|| statuses.iter().copied().max())
         }
+    };
+    let answer = match answer {
+        Some(CL_COMPLETE) if failed_elsewhere => Some(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST),
+        a => a,
     };
     match answer {
         Some(status) => {

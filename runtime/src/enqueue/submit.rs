@@ -81,6 +81,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     };
     let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, stream);
     learn_wait_list_statuses(&mut cmd);
+    note_waits_elsewhere(&cmd, &event);
     let accesses = scheduled_accesses(&cmd, &event);
     let work = match (
         work,
@@ -289,6 +290,24 @@ fn learn_wait_list_statuses(cmd: &mut Command) {
             remote::receive_after(Vec::new(), learned.clone(), owner, tag, nothing, what, None);
             *e = learned;
         }
+    }
+}
+
+/// The commands of other ranks a non-blocking device command waits for, whose statuses
+/// it does not learn as it runs (`learn_wait_list_statuses`): the ranks agree on them
+/// where the application asks for this command's status (`event::wait_all`,
+/// `event::polled_status`), so that its failure shows on every rank.
+fn note_waits_elsewhere(cmd: &Command, event: &Arc<Event>) {
+    if !crate::node::node().is_cluster() || cmd.waits_on_queue || cmd.blocking || cmd.at_host {
+        return;
+    }
+    let runs_on = cmd.queue.device.owner;
+    let elsewhere: Vec<_> = (cmd.wait_list.iter())
+        .filter(|e| e.owner().is_some_and(|o| o != runs_on))
+        .map(Arc::downgrade)
+        .collect();
+    if !elsewhere.is_empty() {
+        event.set_waits_elsewhere(elsewhere);
     }
 }
 
