@@ -75,24 +75,7 @@ impl Queue {
     /// every command. Polling may complete events
     /// and run their callbacks, so this is never called with the scheduler locked.
     pub fn prune(&self) {
-        for _ in 0..64 {
-            let front = {
-                let q = self.inflight.lock();
-                if q.len() < PRUNE_AT {
-                    return;
-                }
-                q.front().cloned()
-            };
-            match front {
-                Some(e) if e.poll() => {
-                    let mut q = self.inflight.lock();
-                    if q.front().is_some_and(|f| Arc::ptr_eq(f, &e)) {
-                        q.pop_front();
-                    }
-                }
-                _ => return,
-            }
-        }
+        self.forget_completed(64, PRUNE_AT);
     }
 
     /// After a blocking command of this queue completed: forgets the completed commands
@@ -101,8 +84,20 @@ impl Queue {
     /// buffers alive: without this, buffers the application released stayed allocated
     /// until `PRUNE_AT` commands had gathered (a loop of 1 GiB images held 8 GB).
     pub fn prune_completed(&self) {
-        for _ in 0..PRUNE_AT {
-            let front = self.inflight.lock().front().cloned();
+        self.forget_completed(PRUNE_AT, 0);
+    }
+
+    /// Forgets up to `most` completed commands at the front, while at least `above`
+    /// remain.
+    fn forget_completed(&self, most: usize, above: usize) {
+        for _ in 0..most {
+            let front = {
+                let q = self.inflight.lock();
+                if q.len() < above {
+                    return;
+                }
+                q.front().cloned()
+            };
             match front {
                 Some(e) if e.poll() => {
                     let mut q = self.inflight.lock();

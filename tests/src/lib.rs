@@ -706,6 +706,21 @@ impl ClusterOutput {
             .collect()
     }
 
+    /// Rank 0's lines that start with `prefix`, after asserting that every rank printed
+    /// the same ones.
+    pub fn same_lines_on_every_rank(&self, prefix: &str) -> Vec<String> {
+        let lines = self.lines_with(prefix);
+        for (r, l) in lines.iter().enumerate() {
+            assert_eq!(
+                l,
+                &lines[0],
+                "`{prefix}` lines: rank {r} differs from rank 0\n{}",
+                self.report()
+            );
+        }
+        lines.into_iter().next().unwrap_or_default()
+    }
+
     /// Everything the ranks printed to standard error.
     pub fn all_stderr(&self) -> String {
         self.outputs

@@ -51,21 +51,13 @@ fn build_failure_is_reported_identically_on_every_rank() {
     for (ranks, devs) in [(2, 2), (3, 1)] {
         let out = check_cluster("cluster_build", ranks, devs, &[]);
         for prefix in ["build-log device", "wg device", "device "] {
-            let lines = out.lines_with(prefix);
+            let lines = out.same_lines_on_every_rank(prefix);
             assert_eq!(
-                lines[0].len(),
+                lines.len(),
                 (ranks * devs) as usize,
                 "one `{prefix}` line per device on rank 0\n{}",
                 out.report()
             );
-            for (r, l) in lines.iter().enumerate() {
-                assert_eq!(
-                    l,
-                    &lines[0],
-                    "rank {r} differs from rank 0\n{}",
-                    out.report()
-                );
-            }
         }
         let logs = out.lines_with("build-log device");
         assert!(
@@ -87,20 +79,12 @@ fn kernel_argument_answers_agree_on_every_rank() {
     check_program("cluster_args", Way::Native, 2);
     for (ranks, devs) in [(1, 2), (2, 1), (3, 1)] {
         let out = check_cluster("cluster_args", ranks, devs, &[]);
-        let lines = out.lines_with("arg ");
+        let lines = out.same_lines_on_every_rank("arg ");
         assert!(
-            lines[0].len() > 40 * (ranks * devs) as usize,
+            lines.len() > 40 * (ranks * devs) as usize,
             "one `arg` line per call\n{}",
             out.report()
         );
-        for (r, l) in lines.iter().enumerate() {
-            assert_eq!(
-                l,
-                &lines[0],
-                "rank {r} differs from rank 0\n{}",
-                out.report()
-            );
-        }
     }
 }
 

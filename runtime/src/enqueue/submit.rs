@@ -80,8 +80,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         (Location::Device(device.index), queue.stream)
     };
     let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, stream);
-    learn_wait_list_statuses(&mut cmd);
-    note_waits_elsewhere(&cmd, &event);
+    wait_list_elsewhere(&mut cmd, &event);
     let accesses = scheduled_accesses(&cmd, &event);
     let work = match (
         work,
@@ -120,8 +119,11 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     // The steps that bring its bytes first among the rest: a command run on the host
     // copy (a map) also fails with them, so that a map whose bytes could not come (a
     // failure where they were, a host copy not allocated) fails on every rank.
-    let (brought, others): (Vec<_>, Vec<_>) =
-        (conflicts.into_iter()).partition(|c| steps.iter().any(|s| Arc::ptr_eq(s, c)));
+    let (brought, others): (Vec<_>, Vec<_>) = if steps.is_empty() {
+        (Vec::new(), conflicts)
+    } else {
+        (conflicts.into_iter()).partition(|c| steps.iter().any(|s| Arc::ptr_eq(s, c)))
+    };
     let host_failing = failing + brought.len();
     deps.extend(brought);
     deps.extend(others);
@@ -248,20 +250,33 @@ fn route(
     }
 }
 
-/// A blocking command's or a host command's (a map's) wait list may hold another
-/// rank's command, whose failure must fail this command here as it does on that rank.
-/// Its owner sends its status (a message without bytes, planned alike on both ranks) to
-/// every rank that runs this command, which waits on that arrival in its place. Before
-/// `left_out`: the owner sends even where this command is not enqueued.
-///
-/// Not for other commands on a device: learning a status costs the owner a vendor
-/// callback on that command, which doubled the IV.7.2 microbenchmark's iteration; their
-/// failures are agreed where the application asks (`clWaitForEvents`, a polled status).
-fn learn_wait_list_statuses(cmd: &mut Command) {
-    let node = crate::node::node();
-    if !node.is_cluster() || cmd.waits_on_queue || !(cmd.blocking || cmd.at_host) {
+/// A command's wait list may hold another rank's command, whose failure must fail this
+/// command on every rank as it does on that rank. A blocking command or a host command
+/// (a map) learns it as it runs (`learn_wait_list_statuses`); another command on a
+/// device keeps those commands for the ranks to agree on where the application asks
+/// (`note_waits_elsewhere`): learning costs the owner a vendor callback on the command,
+/// which doubled the IV.7.2 microbenchmark's iteration. Not for a wait list that is the
+/// queue's unfinished commands, which differ between ranks.
+fn wait_list_elsewhere(cmd: &mut Command, event: &Arc<Event>) {
+    if !crate::node::node().is_cluster() || cmd.waits_on_queue {
         return;
     }
+    if cmd.blocking || cmd.at_host {
+        learn_wait_list_statuses(cmd);
+    } else {
+        note_waits_elsewhere(cmd, event);
+    }
+}
+
+/// The owner of each command of another rank in the wait list sends its status (a
+/// message without bytes, planned alike on both ranks) to every rank that runs this
+/// command, which waits on that arrival in its place. Before `left_out`: the owner
+/// sends even where this command is not enqueued.
+fn learn_wait_list_statuses(cmd: &mut Command) {
+    if cmd.wait_list.iter().all(|e| e.owner().is_none()) {
+        return;
+    }
+    let node = crate::node::node();
     // Who runs the command: its device's owner, or every rank (on the host copy).
     let runs_on = (!cmd.at_host).then_some(cmd.queue.device.owner);
     let what = What {
@@ -293,14 +308,10 @@ fn learn_wait_list_statuses(cmd: &mut Command) {
     }
 }
 
-/// The commands of other ranks a non-blocking device command waits for, whose statuses
-/// it does not learn as it runs (`learn_wait_list_statuses`): the ranks agree on them
-/// where the application asks for this command's status (`event::wait_all`,
-/// `event::polled_status`), so that its failure shows on every rank.
+/// The commands of other ranks a non-blocking device command waits for: the ranks
+/// agree on their statuses where the application asks for this command's
+/// (`event::wait_all`, `event::polled_status`), so that its failure shows on every rank.
 fn note_waits_elsewhere(cmd: &Command, event: &Arc<Event>) {
-    if !crate::node::node().is_cluster() || cmd.waits_on_queue || cmd.blocking || cmd.at_host {
-        return;
-    }
     let runs_on = cmd.queue.device.owner;
     let elsewhere: Vec<_> = (cmd.wait_list.iter())
         .filter(|e| e.owner().is_some_and(|o| o != runs_on))
