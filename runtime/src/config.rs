@@ -73,6 +73,12 @@ pub struct RuntimeSettings {
     /// Compare what every replica feeds the runtime at synchronisation points
     /// (`MIRRORCL_VERIFY=1`).
     pub verify: bool,
+    /// This rank's host identity (`MIRRORCL_HOST`, per rank, never from the file): ranks
+    /// with the same identity split that host's devices among themselves. Empty: the
+    /// hostname, with MPI's shared-memory grouping. Set it where hostnames do not tell
+    /// hosts apart (containers) or to make several "hosts" on one machine for tests.
+    #[serde(skip)]
+    pub host: String,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -116,6 +122,7 @@ impl Default for RuntimeSettings {
             variant: Variant::Full,
             stats: String::new(),
             verify: false,
+            host: String::new(),
         }
     }
 }
@@ -196,6 +203,9 @@ impl Config {
         }
         if let Some(v) = env("MIRRORCL_VERIFY") {
             config.runtime.verify = matches!(v.as_str(), "1" | "true" | "yes");
+        }
+        if let Some(v) = env("MIRRORCL_HOST") {
+            config.runtime.host = v;
         }
         if let Some(v) = env("MIRRORCL_STATS") {
             config.runtime.stats = v;

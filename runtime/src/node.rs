@@ -64,10 +64,15 @@ fn host_name() -> String {
 
 impl Node {
     fn init(config: &Config) -> Node {
-        let host = host_name();
+        let named = !config.runtime.host.is_empty();
+        let host = if named {
+            config.runtime.host.clone()
+        } else {
+            host_name()
+        };
         let mpi = match config.runtime.mpi {
             MpiMode::Off => None,
-            MpiMode::Auto => Mpi::start(host.clone(), config.wait_timeout()),
+            MpiMode::Auto => Mpi::start(host.clone(), named, config.wait_timeout()),
         };
         match mpi {
             Some(m) => {

@@ -110,14 +110,16 @@ fn universe() -> Option<Option<mpi::environment::Universe>> {
 }
 
 impl Mpi {
-    /// Joins the job: `None` when this process is not part of an MPI job.
-    pub fn start(host: String, wait_timeout: Option<Duration>) -> Option<Mpi> {
+    /// Joins the job: `None` when this process is not part of an MPI job. `host` is this
+    /// rank's host identity; `named` says it was set (`MIRRORCL_HOST`) rather than taken
+    /// from the hostname.
+    pub fn start(host: String, named: bool, wait_timeout: Option<Duration>) -> Option<Mpi> {
         let universe = universe()?;
         let world = SimpleCommunicator::world();
         let control = world.duplicate();
         let data = world.duplicate();
         let alert = world.duplicate();
-        let local = world.split_shared(world.rank());
+        let (local_rank, local_size) = host_group(&world, &host, named);
         let data_raw = RawComm(data.as_raw());
         let alert_raw = RawComm(alert.as_raw());
         // SAFETY: a live communicator; a failed transfer (a message longer than planned,
@@ -145,8 +147,8 @@ impl Mpi {
             place: Place {
                 rank,
                 size: world.size() as u32,
-                local_rank: local.rank() as u32,
-                local_size: local.size() as u32,
+                local_rank,
+                local_size,
                 host,
             },
             control: Mutex::new(MpiHandle(control)),
@@ -158,6 +160,32 @@ impl Mpi {
             universe: Mutex::new(universe.map(MpiHandle)),
         })
     }
+}
+
+/// This rank among the ranks of its host, and how many share it. MPI's shared-memory
+/// grouping knows the node; when any rank named its host (`MIRRORCL_HOST`: containers,
+/// or several "hosts" on one machine in tests), every rank groups by the names instead,
+/// so that all ranks agree on the rule.
+fn host_group(world: &SimpleCommunicator, host: &str, named: bool) -> (u32, u32) {
+    let shared = world.split_shared(world.rank());
+    // Fixed records: whether the name was set, its length, up to 255 bytes of it.
+    const RECORD: usize = 257;
+    let name = &host.as_bytes()[..host.len().min(RECORD - 2)];
+    let mut mine = [0u8; RECORD];
+    mine[0] = named as u8;
+    mine[1] = name.len() as u8;
+    mine[2..2 + name.len()].copy_from_slice(name);
+    let mut all = vec![0u8; RECORD * world.size() as usize];
+    world.all_gather_into(&mine[..], &mut all[..]);
+    let records: Vec<&[u8]> = all.chunks(RECORD).collect();
+    if !records.iter().any(|r| r[0] == 1) {
+        return (shared.rank() as u32, shared.size() as u32);
+    }
+    let same_host = |r: &[u8]| r[1..2 + r[1] as usize] == mine[1..2 + name.len()];
+    let me = world.rank() as usize;
+    let local_rank = records[..me].iter().filter(|r| same_host(r)).count();
+    let local_size = records.iter().filter(|r| same_host(r)).count();
+    (local_rank as u32, local_size as u32)
 }
 
 impl Communicator for Mpi {
