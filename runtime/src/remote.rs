@@ -15,6 +15,7 @@ use crate::node::{node, Direction, Transfer, What};
 use crate::ClResult;
 use std::alloc::Layout;
 use std::any::Any;
+use std::ops::Range;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -191,13 +192,19 @@ impl HostSpan {
     }
 }
 
-/// Every rank but this one, each with the tag of the next message to it.
-pub fn other_ranks() -> Vec<(u32, u64)> {
+/// This rank's part in passing `len` bytes from `owner` to every rank, in `pieces`
+/// messages per pair, down the relay every rank computes alike
+/// (`mirrorcl_scheduler::relay`): the rank it receives them from with their tags (none
+/// on the owner), and the ranks it passes them on to, each with the tag of the first
+/// piece.
+pub fn relay(owner: u32, len: u64, pieces: usize) -> (Option<(u32, Range<u64>)>, Vec<(u32, u64)>) {
     let n = node();
-    (0..n.size)
-        .filter(|&r| r != n.rank)
-        .map(|r| (r, n.tag_with(r)))
-        .collect()
+    let relay = mirrorcl_scheduler::relay::host_copy_relay(owner, n.size, n.rank, len);
+    let from = relay.from.map(|r| (r, n.tags_with(r, pieces)));
+    let to = (relay.to.iter())
+        .map(|&r| (r, n.tags_with(r, pieces).start))
+        .collect();
+    (from, to)
 }
 
 /// Completes `done` once every one of `count` parts arrived, with the first failure

@@ -16,6 +16,7 @@
 //! `docs/scheduler.md` states the rules, what the runtime must guarantee in return, and
 //! what `tests/simulate.rs` proves.
 
+pub mod relay;
 mod validity;
 
 pub use validity::{ValidSet, ValidityMap};

@@ -946,6 +946,52 @@ pub fn check_cluster(
     out
 }
 
+/// Runs `prog` as a cluster ([`check_cluster`]) with statistics written to a file
+/// (`MIRRORCL_STATS=<file>`, rank 0 writes every rank's figures as JSON); returns every
+/// rank's figures.
+pub fn cluster_figures(
+    prog: &str,
+    ranks: u32,
+    devices: u32,
+    env: &[(&str, &str)],
+) -> Vec<serde_json::Value> {
+    let dir = target_dir().join("ctests").join("stats");
+    std::fs::create_dir_all(&dir).expect("stats directory");
+    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!(
+        "{prog}-{ranks}x{devices}-{}-{run}.json",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let path_text = path.to_str().expect("UTF-8 path").to_string();
+    let mut all_env: Vec<(&str, &str)> = env.to_vec();
+    all_env.push(("MIRRORCL_STATS", &path_text));
+    check_cluster(prog, ranks, devices, &all_env);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("rank 0 wrote no statistics to {}: {e}", path.display()));
+    let _ = std::fs::remove_file(&path);
+    let report: serde_json::Value = serde_json::from_str(&text).expect("statistics are JSON");
+    let ranks_figures = report["ranks"]
+        .as_array()
+        .expect("per-rank figures")
+        .clone();
+    assert_eq!(ranks_figures.len(), ranks as usize, "{text}");
+    // The cluster total is the sum of the ranks' figures.
+    for key in ["commands_created", "sends", "bytes_sent"] {
+        let sum: u64 = ranks_figures.iter().map(|f| f[key].as_u64().unwrap()).sum();
+        assert_eq!(report["total"][key].as_u64(), Some(sum), "{key}: {text}");
+    }
+    ranks_figures
+}
+
+/// One figure of a rank's statistics.
+pub fn figure(f: &serde_json::Value, key: &str) -> u64 {
+    f[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no figure {key} in {f}"))
+}
+
 /// The C programs of the suite (`tests/c/<name>.c`).
 pub const PROGRAMS: &[&str] = &[
     "vecadd_multi",

@@ -3,48 +3,9 @@
 //! statistics (`MIRRORCL_STATS=<file>`, rank 0 writes every rank's figures as JSON) must
 //! show what the techniques are for (Tables IV.6 and IV.7 of the thesis).
 
-use mirrorcl_tests::{check_cluster, target_dir};
-use serde_json::Value;
+use mirrorcl_tests::{check_cluster, cluster_figures as figures, figure as get};
 
 const VARIANTS: [&str; 3] = ["decentralization", "attach", "full"];
-
-/// Runs `prog` with statistics written to a file; returns every rank's figures.
-fn figures(prog: &str, ranks: u32, devices: u32, env: &[(&str, &str)]) -> Vec<Value> {
-    let dir = target_dir().join("ctests").join("stats");
-    std::fs::create_dir_all(&dir).expect("stats directory");
-    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = dir.join(format!(
-        "{prog}-{ranks}x{devices}-{}-{run}.json",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&path);
-    let path_text = path.to_str().expect("UTF-8 path").to_string();
-    let mut all_env: Vec<(&str, &str)> = env.to_vec();
-    all_env.push(("MIRRORCL_STATS", &path_text));
-    check_cluster(prog, ranks, devices, &all_env);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("rank 0 wrote no statistics to {}: {e}", path.display()));
-    let _ = std::fs::remove_file(&path);
-    let report: Value = serde_json::from_str(&text).expect("statistics are JSON");
-    let ranks_figures = report["ranks"]
-        .as_array()
-        .expect("per-rank figures")
-        .clone();
-    assert_eq!(ranks_figures.len(), ranks as usize, "{text}");
-    // The cluster total is the sum of the ranks' figures.
-    for key in ["commands_created", "sends", "bytes_sent"] {
-        let sum: u64 = ranks_figures.iter().map(|f| f[key].as_u64().unwrap()).sum();
-        assert_eq!(report["total"][key].as_u64(), Some(sum), "{key}: {text}");
-    }
-    ranks_figures
-}
-
-fn get(f: &Value, key: &str) -> u64 {
-    f[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no figure {key} in {f}"))
-}
 
 /// The stencil (ghost cells between ranks) and the thesis microbenchmark (every device's
 /// buffer copied into every device's buffer) give the right bytes in every variant.

@@ -6,7 +6,9 @@
 //! Names are `<program>::ranks<R>_dev<D>`, so `cargo test -p mirrorcl-tests --test
 //! cluster stencil` runs one program.
 
-use mirrorcl_tests::{check_cluster, check_program, run_cluster, run_cluster_as, Way};
+use mirrorcl_tests::{
+    check_cluster, check_program, cluster_figures, figure, run_cluster, run_cluster_as, Way,
+};
 
 macro_rules! cluster_program {
     ($prog:ident: $($name:ident ($ranks:literal, $devs:literal)),+) => {
@@ -196,5 +198,36 @@ fn max_devices_limits_each_rank() {
             ("MIRRORCL_MAX_DEVICES", "1"),
             ("CTEST_EXPECT_DEVICES", "2"),
         ],
+    );
+}
+
+/// What the host reads reaches every rank down a relay tree: the rank that owns the
+/// bytes sends at most two copies of a large read, so no rank's outgoing bytes grow
+/// with the rank count, and every rank checks them. `cluster_big` fills a 1 MiB buffer
+/// on the first rank's device and reads it back whole (a map) besides point-to-point
+/// copies between the first and last ranks; its 4 KiB slices are small reads, which the
+/// owner still sends to every rank itself (a few KiB more per rank).
+#[test]
+fn host_reads_relay_without_growing_any_ranks_sends() {
+    let env = [("CLUSTER_BIG_BYTES", "1048576")];
+    let most_sent = |ranks: u32| {
+        let figures = cluster_figures("cluster_big", ranks, 1, &env);
+        let sent: Vec<u64> = figures.iter().map(|f| figure(f, "bytes_sent")).collect();
+        let received: Vec<u64> = figures
+            .iter()
+            .map(|f| figure(f, "bytes_received"))
+            .collect();
+        println!("{ranks} ranks: bytes sent {sent:?}, received {received:?}");
+        *sent.iter().max().expect("ranks")
+    };
+    let (four, eight) = (most_sent(4), most_sent(8));
+    assert!(
+        four > 2 << 20,
+        "a read of 1 MiB and copies were sent: {four}"
+    );
+    // Sent by every owner to each rank, the whole reads alone would add 8 MiB.
+    assert!(
+        eight < four + (256 << 10),
+        "the most any rank sends: {four} bytes at 4 ranks, {eight} at 8"
     );
 }

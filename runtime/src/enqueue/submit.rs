@@ -186,8 +186,8 @@ fn scheduled_accesses(cmd: &Command, event: &Event) -> Vec<Access> {
 }
 
 /// Where a planned command goes, under the scheduler lock: to its device's issuer when
-/// it runs here (a read in a cluster also sends its bytes to every other rank), or, for
-/// another rank's read, a receive of its bytes. Otherwise it is bookkeeping here: its
+/// it runs here (a read in a cluster also sends its bytes down the relay to every rank),
+/// or, for another rank's read, a receive of its bytes (passed on down the relay). Otherwise it is bookkeeping here: its
 /// dependencies are returned, to complete it after them once the lock is released.
 fn route(
     cmd: &Command,
@@ -224,25 +224,35 @@ fn route(
         }
         (Work::Vendor(f), true, Some(span)) => {
             add(&COUNTERS.commands_issued, 1);
-            // The owner reads, then sends the bytes to every other rank.
+            // The owner reads, then sends the bytes down the relay to every rank.
             let read = Event::new(queue.context.clone(), None, cmd.command_type, queue.stream);
             event.set_outlives_vendor();
-            let peers = remote::other_ranks();
+            let (_, peers) = remote::relay(device.owner, span.len() as u64, 1);
             remote::send_when_done(&read, event.clone(), peers, span, what(), None);
             issue(device, issued(read, f, deps));
             None
         }
         (Work::Vendor(_), false, Some(span)) => {
-            let tag = node.tag_with(device.owner);
+            let (from, forward) = remote::relay(device.owner, span.len() as u64, 1);
+            let (from, tags) = from.expect("a rank other than the owner receives");
+            // Done once the bytes have arrived and been passed on: the application may
+            // overwrite its memory as soon as the read is complete.
+            let received = match forward.is_empty() {
+                true => event.clone(),
+                false => Event::new(queue.context.clone(), None, cmd.command_type, new_stream()),
+            };
             remote::receive_after(
                 deps.all,
-                event.clone(),
-                device.owner,
-                tag,
+                received.clone(),
+                from,
+                tags.start,
                 span,
                 what(),
                 None,
             );
+            if !forward.is_empty() {
+                remote::send_when_done(&received, event.clone(), forward, span, what(), None);
+            }
             None
         }
         // Another rank's command, or one on the host copy: bookkeeping here.

@@ -77,9 +77,11 @@ pub(super) fn transfer(
         Part::ShareHostCopy { src, firsts } => {
             share_host_copy(&bytes, &src, firsts, deps).map_err(read)
         }
-        Part::ReceiveHostCopy { from, tags } => {
-            receive_host_copy(&bytes, from, tags, deps).map_err(read)
-        }
+        Part::ReceiveHostCopy {
+            from,
+            tags,
+            forward,
+        } => receive_host_copy(&bytes, from, tags, forward, deps).map_err(read),
     };
     match result {
         Ok(e) => (e.stream, e),
@@ -111,14 +113,19 @@ enum Part {
         tags: Range<u64>,
     },
     /// From a device of this rank to the host copy, which every rank holds: read each
-    /// piece into this rank's and send it to every other rank (each with the tag of the
-    /// first piece).
+    /// piece into this rank's and send it to the ranks the relay names (each with the
+    /// tag of the first piece).
     ShareHostCopy {
         src: Arc<Device>,
         firsts: Vec<(u32, u64)>,
     },
-    /// From another rank's device to the host copy: receive each piece into this rank's.
-    ReceiveHostCopy { from: u32, tags: Range<u64> },
+    /// From another rank's device to the host copy: receive each piece into this rank's
+    /// from the rank the relay names, and pass it on to those it names in turn.
+    ReceiveHostCopy {
+        from: u32,
+        tags: Range<u64>,
+        forward: Vec<(u32, u64)>,
+    },
 }
 
 /// Decides this rank's part in a step of `pieces` pieces, and takes the tags of all its
@@ -150,17 +157,17 @@ fn plan(ctx: &Arc<Context>, step: &Step, pieces: usize) -> Part {
         (None, Some(d)) if d.local() => Part::WriteFromHostCopy { dst: d },
         (None, Some(_)) => Part::Nothing,
         (Some(s), None) if s.local() && !node.is_cluster() => Part::ReadIntoHostCopy { src: s },
-        (Some(s), None) if s.local() => Part::ShareHostCopy {
-            firsts: (0..node.size)
-                .filter(|&r| r != node.rank)
-                .map(|r| (r, node.tags_with(r, pieces).start))
-                .collect(),
-            src: s,
-        },
-        (Some(s), None) => Part::ReceiveHostCopy {
-            from: s.owner,
-            tags: node.tags_with(s.owner, pieces),
-        },
+        (Some(s), None) => {
+            let len = step.range.end - step.range.start;
+            match remote::relay(s.owner, len, pieces) {
+                (None, firsts) => Part::ShareHostCopy { src: s, firsts },
+                (Some((from, tags)), forward) => Part::ReceiveHostCopy {
+                    from,
+                    tags,
+                    forward,
+                },
+            }
+        }
         (None, None) => unreachable!("the host copy never transfers to itself"),
     }
 }
@@ -373,7 +380,8 @@ fn receive_into_device(
 }
 
 /// The host copy is replicated: this rank, the owner, reads each piece into its own and
-/// sends it to every other rank, which receive into theirs ([`receive_host_copy`]).
+/// sends it to the first ranks of the relay (`mirrorcl_scheduler::relay`), which receive
+/// into theirs and pass it on ([`receive_host_copy`]).
 fn share_host_copy(
     bytes: &StepBytes,
     src: &Arc<Device>,
@@ -430,31 +438,46 @@ fn piece_peers(firsts: &mut Vec<(u32, u64)>, i: usize, n: usize) -> Vec<(u32, u6
     }
 }
 
-/// The other side of [`share_host_copy`]: each piece from the owner into this rank's host
-/// copy, once `deps` (the host copy's earlier readers and writers) are done.
+/// The other side of [`share_host_copy`]: each piece from the rank before this one in
+/// the relay into this rank's host copy, once `deps` (the host copy's earlier readers
+/// and writers) are done, then on to the ranks after it (`forward`, each with the tag of
+/// the first piece). The step is done here when its pieces have arrived and left.
 fn receive_host_copy(
     bytes: &StepBytes,
     from: u32,
     tags: Range<u64>,
+    mut forward: Vec<(u32, u64)>,
     deps: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
     let (ctx, root) = (bytes.ctx, bytes.root);
-    let host = root
-        .host_copy()
-        .map_err(|rc| bytes.fail_receives(0, from, tags.start, rc))? as usize;
+    let host = root.host_copy().map_err(|rc| {
+        bytes.fail_sends(0, &forward, rc);
+        bytes.fail_receives(0, from, tags.start, rc)
+    })? as usize;
     let done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
     let arrive = remote::join(done.clone(), bytes.pieces.len());
-    for (piece, tag) in bytes.pieces.iter().zip(tags) {
+    let n = bytes.pieces.len();
+    for (i, (piece, tag)) in bytes.pieces.iter().zip(tags).enumerate() {
         let span = HostSpan::Contiguous {
             ptr: host + piece.start,
             len: piece.len(),
         };
-        let piece_done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
+        let received = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
         remote::receive_after(
             deps.clone(),
-            piece_done.clone(),
+            received.clone(),
             from,
             tag,
+            span,
+            bytes.what(piece),
+            Some(root.clone()),
+        );
+        // A failed arrival is passed on as the failure, without bytes.
+        let piece_done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
+        remote::send_when_done(
+            &received,
+            piece_done.clone(),
+            piece_peers(&mut forward, i, n),
             span,
             bytes.what(piece),
             Some(root.clone()),
