@@ -118,12 +118,12 @@ done
 t_up=$(date +%s)
 echo "slurm: node $host idle, $cpus CPUs ($(sinfo --version)); srun --mpi=list: $(srun --mpi=list 2>&1 | tr -s ' \n' ' ')"
 
-# 4. The main job through Slurm: the allocation's `mirrorcl run` picks srun; every
-#    rank's output, prefixed with its rank.
+# 4. The main job through Slurm (5 minutes at most): the allocation's `mirrorcl run`
+#    picks srun; every rank's output, prefixed with its rank.
 echo "== vecadd_multi on $ranks ranks: salloc -n $ranks mirrorcl run -n $ranks --output all"
 log="$out/vecadd_multi.log"
 POCL_DEVICES="pthread pthread" POCL_KERNEL_CACHE=0 MIRRORCL_SHOW_DEVICES=1 MIRRORCL_EXPECT=1 \
-  salloc -n "$ranks" bash -c '
+  timeout 300 salloc -n "$ranks" bash -c '
     echo "doctor: $("$0" doctor | grep "launcher:")"
     echo "line: $("$0" run -n "$1" --output all --dry-run -- "$2")"
     exec "$0" run -n "$1" --output all -- "$2"' "$mirrorcl" "$ranks" "$out/vecadd_multi" \
@@ -135,6 +135,8 @@ grep -E 'salloc|doctor:|line:|MirrorCL:|  id  rank|Portable|result:|PASS|FAIL|CH
 fail=0
 grep -q "$ranks rank(s), $((2 * ranks)) device(s)" "$log" || { echo "slurm: no table of $ranks ranks"; fail=1; }
 for r in $(seq 0 $((ranks - 1))); do
+  owned=$(awk -v r="$r" '/Portable Computing Language/ && $2 == r' "$log" | wc -l)
+  [ "$owned" -eq 2 ] || { echo "slurm: rank $r owns $owned device(s) in the table, not 2"; fail=1; }
   for what in "result: OK" "PASS vecadd_multi"; do
     grep -q "^\[rank $r\] $what" "$log" || { echo "slurm: no '$what' from rank $r"; fail=1; }
   done
