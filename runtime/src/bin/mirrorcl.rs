@@ -100,17 +100,16 @@ fn choose_launcher(explicit: Option<Launcher>, hostfile: bool) -> (Launcher, Str
     }
 }
 
-/// srun's MPI plugin: the user's `SLURM_MPI_TYPE` (srun reads it itself), else pmix,
-/// which OpenMPI 4 (built with PMIx, as Debian's is) needs for a direct launch.
-fn srun_mpi() -> (String, bool) {
-    match std::env::var("SLURM_MPI_TYPE")
+/// The MPI plugin the user gave srun in `SLURM_MPI_TYPE` (srun reads it itself).
+fn users_srun_mpi() -> Option<String> {
+    std::env::var("SLURM_MPI_TYPE")
         .ok()
         .filter(|t| !t.is_empty())
-    {
-        Some(t) => (t, true),
-        None => ("pmix".into(), false),
-    }
 }
+
+/// srun's plugin when the user names none: OpenMPI 4 (built with PMIx, as Debian's is)
+/// needs PMIx for a direct launch.
+const SRUN_MPI: &str = "pmix";
 
 #[derive(Args)]
 struct RunArgs {
@@ -239,11 +238,7 @@ fn srun_command(
     ranks: Option<u32>,
 ) -> Result<Command, String> {
     if o.hostfile.is_some() {
-        return Err(
-            "--hostfile is for mpirun; under srun the Slurm allocation names the hosts \
-                    (drop --hostfile, or pass --launcher mpirun)"
-                .into(),
-        );
+        return Err("--hostfile is for mpirun; under srun the allocation names the hosts".into());
     }
     let srun = on_path("srun").ok_or(
         "srun not found on PATH: install Slurm's client commands (Debian/Ubuntu: apt-get \
@@ -254,9 +249,8 @@ fn srun_command(
     if let Some(n) = ranks {
         cmd.arg("-n").arg(n.to_string());
     }
-    let (mpi, users) = srun_mpi();
-    if !users {
-        cmd.arg(format!("--mpi={mpi}"));
+    if users_srun_mpi().is_none() {
+        cmd.arg(format!("--mpi={SRUN_MPI}"));
     }
     let mut export = vec![format!("LD_PRELOAD={}", lib.display())];
     if let Some(c) = config {
@@ -576,7 +570,7 @@ impl Findings {
             self.note(true, format!("launcher: mpirun: {why}"), "");
             return;
         }
-        let (mpi, _) = srun_mpi();
+        let mpi = users_srun_mpi().unwrap_or_else(|| SRUN_MPI.into());
         let list = Command::new("srun")
             .arg("--mpi=list")
             .output()
