@@ -2,7 +2,6 @@
 //! (the cluster's device table) and `doctor` (what a machine lacks, and how to fix it).
 
 use mirrorcl_tests::{compile, mpi_session_dir, target_dir, Way};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -218,9 +217,9 @@ impl FakeSlurm {
         let bin = dir.join("bin");
         std::fs::create_dir_all(&bin).expect("directory");
         let record = dir.join("srun");
-        let srun = bin.join("srun");
+        let script = dir.join("srun.sh");
         std::fs::write(
-            &srun,
+            &script,
             format!(
                 "#!/bin/sh\n\
                  if [ \"$1\" = --mpi=list ]; then printf 'MPI plugin types are...\\n\\tpmix\\n\\tnone\\n'; exit 0; fi\n\
@@ -231,11 +230,21 @@ impl FakeSlurm {
             ),
         )
         .expect("fake srun");
-        std::fs::set_permissions(&srun, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        // Installed by a child process: a file this process had open for writing could
+        // be inherited by another test's fork and fail the exec (ETXTBSY).
+        let srun = bin.join("srun");
+        let installed = Command::new("install")
+            .args(["-m", "0755"])
+            .arg(&script)
+            .arg(&srun)
+            .status()
+            .expect("install");
+        assert!(installed.success(), "install {}", srun.display());
         FakeSlurm { bin, record }
     }
 
-    /// This fake srun first on PATH, inside allocation `job`.
+    /// This fake srun first on PATH, inside allocation `job` (the PATH string is leaked:
+    /// a few bytes per test).
     fn env(&self, job: &'static str) -> Vec<(&'static str, &'static str)> {
         let path = format!(
             "{}:{}",

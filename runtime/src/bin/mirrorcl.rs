@@ -45,7 +45,8 @@ enum Cmd {
 /// What `run` and `devices` need to start ranks.
 #[derive(Args)]
 struct Launch {
-    /// Ranks to start (mpirun's `-np N` is accepted too)
+    /// Ranks to start (mpirun's `-np N` is accepted too; under srun, default: the
+    /// allocation's tasks)
     #[arg(short = 'n', long = "ranks", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     ranks: Option<u32>,
