@@ -346,8 +346,11 @@ int main(void)
                                    "shared buffer + offsets", "one host thread per device"};
     /* Replicas of a host program (MirrorCL under mpirun) agree on the order of API
      * calls only when one thread enqueues: host threads enqueueing concurrently
-     * interleave differently on every rank, so variant D runs on a single rank only. */
+     * interleave differently on every rank, so variant D runs on a single rank only.
+     * The ranks' count as mpirun (OpenMPI) or srun (Slurm) tells it. */
     const char *world = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!world)
+        world = getenv("SLURM_STEP_NUM_TASKS");
     int variants = world && atoi(world) > 1 ? 3 : 4;
     if (variants == 3)
         printf("  (variant D, one host thread per device, skipped: several ranks)\n");

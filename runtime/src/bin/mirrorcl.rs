@@ -1,12 +1,16 @@
 //! `mirrorcl`: run a program on a MirrorCL cluster (`run -n N -- ./app args`), show the
 //! cluster's devices (`devices`), check a machine (`doctor`); `mirrorcl --help`.
 //!
-//! `run` builds the `mpirun` line: the library preloaded, every `MIRRORCL_*` and
-//! `POCL_*` variable of this environment passed on, `--oversubscribe` when the ranks
-//! outnumber this machine's cores (without a hostfile), and the variables OpenMPI wants
-//! when run as root.
+//! `run` builds the launcher's line. Inside a Slurm allocation (`SLURM_JOB_ID` set,
+//! `srun` on PATH) that is `srun --mpi=pmix` (OpenMPI's direct launch through Slurm's
+//! PMIx plugin), with the library preloaded in the ranks only (`--export=ALL,LD_PRELOAD=…`:
+//! srun hands its whole environment to the ranks). Elsewhere it is `mpirun`: the library
+//! preloaded, every `MIRRORCL_*` and `POCL_*` variable and the loader's (`LD_LIBRARY_PATH`,
+//! `OCL_ICD_VENDORS`, `OCL_ICD_FILENAMES`) passed on with `-x` (what remote hosts of a
+//! hostfile need), `--oversubscribe` when the ranks outnumber this machine's cores
+//! (without a hostfile), and the variables OpenMPI wants when run as root.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use mirrorcl_runtime::cl::*;
 use mirrorcl_runtime::config::Config;
 use std::ffi::OsString;
@@ -25,11 +29,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run a program on N ranks: `mpirun` with libmirrorcl.so preloaded
+    /// Run a program on N ranks (`srun` in a Slurm allocation, else `mpirun`) with
+    /// libmirrorcl.so preloaded
     Run(RunArgs),
     /// The cluster's devices: id, owner rank, host, vendor, type, memory
     Devices(Launch),
-    /// Check this machine: vendor ICDs, ICD loader, the library, MPI and its thread level
+    /// Check this machine: vendor ICDs, ICD loader, the library, the launcher, MPI and its
+    /// thread level
     Doctor(DoctorArgs),
     /// Rank 0 prints the device table (what `devices -n N` runs on every rank)
     #[command(name = "__device-table", hide = true)]
@@ -39,20 +45,72 @@ enum Cmd {
 /// What `run` and `devices` need to start ranks.
 #[derive(Args)]
 struct Launch {
-    /// Ranks to start (mpirun's `-np N` is accepted too)
+    /// Ranks to start (mpirun's `-np N` is accepted too; under srun, default: the
+    /// allocation's tasks)
     #[arg(short = 'n', long = "ranks", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     ranks: Option<u32>,
     /// Cluster configuration, passed to every rank as MIRRORCL_CONFIG
     #[arg(long, value_name = "F.toml")]
     config: Option<PathBuf>,
-    /// mpirun hostfile: the hosts of the ranks
+    /// mpirun hostfile: the hosts of the ranks (implies `--launcher mpirun`)
     #[arg(long, value_name = "F")]
     hostfile: Option<PathBuf>,
+    /// Who starts the ranks (default: srun inside a Slurm allocation, else mpirun)
+    #[arg(long, value_enum)]
+    launcher: Option<Launcher>,
     /// libmirrorcl.so to preload (default: $MIRRORCL_LIB, beside this program, ../lib)
     #[arg(long, value_name = "PATH")]
     lib: Option<PathBuf>,
 }
+
+/// The programs that start ranks.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Launcher {
+    Mpirun,
+    Srun,
+}
+
+impl Launcher {
+    fn name(self) -> &'static str {
+        match self {
+            Launcher::Mpirun => "mpirun",
+            Launcher::Srun => "srun",
+        }
+    }
+}
+
+/// The launcher `run` uses, and why: `--launcher`, else mpirun for a hostfile, else srun
+/// inside a Slurm allocation where srun is at hand, else mpirun.
+fn choose_launcher(explicit: Option<Launcher>, hostfile: bool) -> (Launcher, String) {
+    if let Some(l) = explicit {
+        return (l, format!("--launcher {}", l.name()));
+    }
+    if hostfile {
+        return (Launcher::Mpirun, "--hostfile names the hosts".into());
+    }
+    match std::env::var("SLURM_JOB_ID").ok().filter(|j| !j.is_empty()) {
+        Some(job) if on_path("srun").is_some() => {
+            (Launcher::Srun, format!("inside Slurm allocation {job}"))
+        }
+        Some(job) => (
+            Launcher::Mpirun,
+            format!("SLURM_JOB_ID={job} is set, but srun is not on PATH"),
+        ),
+        None => (Launcher::Mpirun, "no Slurm allocation".into()),
+    }
+}
+
+/// The MPI plugin the user gave srun in `SLURM_MPI_TYPE` (srun reads it itself).
+fn users_srun_mpi() -> Option<String> {
+    std::env::var("SLURM_MPI_TYPE")
+        .ok()
+        .filter(|t| !t.is_empty())
+}
+
+/// srun's plugin when the user names none: OpenMPI 4 (built with PMIx, as Debian's is)
+/// needs PMIx for a direct launch.
+const SRUN_MPI: &str = "pmix";
 
 #[derive(Args)]
 struct RunArgs {
@@ -61,7 +119,7 @@ struct RunArgs {
     /// Whose standard output is shown: rank 0's, every rank's prefixed, or raw
     #[arg(long, value_parser = ["root", "all", "raw"])]
     output: Option<String>,
-    /// Print the mpirun command instead of running it
+    /// Print the launcher's command instead of running it
     #[arg(long)]
     dry_run: bool,
     /// The program and its arguments, after `--`, passed on untouched
@@ -140,12 +198,86 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// The `mpirun` command for `program` on `ranks` ranks.
-fn mpirun_command(
+/// The command that starts `program` on `ranks` ranks (srun: the allocation's tasks when
+/// not given).
+fn launch_command(
     o: &Launch,
     output: Option<&str>,
-    ranks: u32,
+    ranks: Option<u32>,
     program: &[OsString],
+) -> Result<Command, String> {
+    let config = match &o.config {
+        Some(c) => {
+            let c = c
+                .canonicalize()
+                .map_err(|e| format!("--config {}: {e}", c.display()))?;
+            Config::load_file(&c).map_err(|e| format!("--config: {e}"))?;
+            Some(c)
+        }
+        None => None,
+    };
+    let mut cmd = match choose_launcher(o.launcher, o.hostfile.is_some()).0 {
+        Launcher::Srun => srun_command(o, config.as_deref(), output, ranks)?,
+        Launcher::Mpirun => {
+            // Checked here, not by clap, so that the message names the spelling users type.
+            let ranks = ranks.ok_or("run: -n N is required (mirrorcl run --help)")?;
+            mpirun_command(o, config.as_deref(), output, ranks)?
+        }
+    };
+    // The ranks get the library through the launcher; the launcher itself runs without it.
+    cmd.env_remove("LD_PRELOAD");
+    cmd.args(program);
+    Ok(cmd)
+}
+
+/// `srun`: srun hands its environment to the ranks (`--export=ALL`), plus the library and
+/// this command's own settings, which only the ranks get.
+fn srun_command(
+    o: &Launch,
+    config: Option<&Path>,
+    output: Option<&str>,
+    ranks: Option<u32>,
+) -> Result<Command, String> {
+    if o.hostfile.is_some() {
+        return Err("--hostfile is for mpirun; under srun the allocation names the hosts".into());
+    }
+    let srun = on_path("srun").ok_or(
+        "srun not found on PATH: install Slurm's client commands (Debian/Ubuntu: apt-get \
+         install slurm-client) or pass --launcher mpirun",
+    )?;
+    let lib = find_lib(o.lib.as_deref())?;
+    let mut cmd = Command::new(srun);
+    if let Some(n) = ranks {
+        cmd.arg("-n").arg(n.to_string());
+    }
+    if users_srun_mpi().is_none() {
+        cmd.arg(format!("--mpi={SRUN_MPI}"));
+    }
+    let mut export = vec![format!("LD_PRELOAD={}", lib.display())];
+    if let Some(c) = config {
+        export.push(format!("MIRRORCL_CONFIG={}", c.display()));
+    }
+    if let Some(out) = output {
+        export.push(format!("MIRRORCL_OUTPUT={out}"));
+    }
+    // srun splits --export at commas; a value with one cannot be passed that way.
+    if let Some(bad) = export.iter().find(|e| e.contains(',')) {
+        return Err(format!("cannot pass {bad} through srun --export (a comma)"));
+    }
+    cmd.arg(format!("--export=ALL,{}", export.join(",")));
+    Ok(cmd)
+}
+
+/// Variables besides `MIRRORCL_*` and `POCL_*` that ranks on other hosts need when set
+/// here: where libraries are found, and which vendors the ICD loader reads.
+const PASSED_WHEN_SET: [&str; 3] = ["LD_LIBRARY_PATH", "OCL_ICD_VENDORS", "OCL_ICD_FILENAMES"];
+
+/// `mpirun`: ranks on other hosts see only what `-x` passes on.
+fn mpirun_command(
+    o: &Launch,
+    config: Option<&Path>,
+    output: Option<&str>,
+    ranks: u32,
 ) -> Result<Command, String> {
     let mpirun = on_path("mpirun").ok_or(
         "mpirun not found on PATH: install OpenMPI (Debian/Ubuntu: apt-get install openmpi-bin) \
@@ -167,19 +299,20 @@ fn mpirun_command(
         None => {}
     }
     cmd.arg("-x").arg(format!("LD_PRELOAD={}", lib.display()));
-    if let Some(c) = &o.config {
-        let c = c
-            .canonicalize()
-            .map_err(|e| format!("--config {}: {e}", c.display()))?;
-        Config::load_file(&c).map_err(|e| format!("--config: {e}"))?;
+    if let Some(c) = config {
         cmd.arg("-x")
             .arg(format!("MIRRORCL_CONFIG={}", c.display()));
     }
     if let Some(out) = output {
         cmd.arg("-x").arg(format!("MIRRORCL_OUTPUT={out}"));
     }
-    let mut passed: Vec<String> = std::env::vars()
-        .map(|(k, _)| k)
+    for k in PASSED_WHEN_SET {
+        if std::env::var_os(k).is_some() {
+            cmd.arg("-x").arg(k);
+        }
+    }
+    let mut passed: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
         .filter(|k| k.starts_with("MIRRORCL_") || k.starts_with("POCL_"))
         .filter(|k| {
             !matches!(
@@ -198,18 +331,21 @@ fn mpirun_command(
         cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     }
-    cmd.args(program);
     Ok(cmd)
 }
 
-/// Runs `mpirun` and exits as it did.
-fn run_mpirun(cmd: &mut Command) -> Result<ExitCode, String> {
+/// Runs the launcher and exits as it did.
+fn run_launcher(cmd: &mut Command) -> Result<ExitCode, String> {
     let status = cmd
         .status()
-        .map_err(|e| format!("cannot start mpirun: {e}"))?;
+        .map_err(|e| format!("cannot start {}: {e}", show_program(cmd)))?;
     Ok(ExitCode::from(
         status.code().unwrap_or(1).clamp(0, 255) as u8
     ))
+}
+
+fn show_program(cmd: &Command) -> String {
+    cmd.get_program().to_string_lossy().into_owned()
 }
 
 fn show(cmd: &Command) -> String {
@@ -219,21 +355,16 @@ fn show(cmd: &Command) -> String {
 }
 
 fn run(o: RunArgs) -> Result<ExitCode, String> {
-    // Checked here, not by clap, so that the message names the spelling users type.
-    let ranks = o
-        .launch
-        .ranks
-        .ok_or("run: -n N is required (mirrorcl run --help)")?;
     let app_path = Path::new(&o.program[0]);
     if app_path.components().count() > 1 && !app_path.is_file() {
         return Err(format!("{}: no such program", app_path.display()));
     }
-    let mut cmd = mpirun_command(&o.launch, o.output.as_deref(), ranks, &o.program)?;
+    let mut cmd = launch_command(&o.launch, o.output.as_deref(), o.launch.ranks, &o.program)?;
     if o.dry_run {
         println!("{}", show(&cmd));
         return Ok(ExitCode::SUCCESS);
     }
-    run_mpirun(&mut cmd)
+    run_launcher(&mut cmd)
 }
 
 fn devices(o: Launch) -> Result<ExitCode, String> {
@@ -241,8 +372,9 @@ fn devices(o: Launch) -> Result<ExitCode, String> {
     match o.ranks {
         Some(ranks) => {
             // The table comes from rank 0; the other ranks take part in the exchange.
-            let mut cmd = mpirun_command(&o, None, ranks, &[exe.into(), "__device-table".into()])?;
-            run_mpirun(&mut cmd)
+            let program = [exe.into(), "__device-table".into()];
+            let mut cmd = launch_command(&o, None, Some(ranks), &program)?;
+            run_launcher(&mut cmd)
         }
         None => {
             if let Some(c) = &o.config {
@@ -279,6 +411,7 @@ fn doctor(o: DoctorArgs) -> Result<ExitCode, String> {
     found.vendors(&config);
     found.icd_loader();
     found.preload_library(o.lib.as_deref());
+    found.launcher();
     found.mpi();
     Ok(found.report())
 }
@@ -431,7 +564,37 @@ impl Findings {
         }
     }
 
-    /// The launcher and the thread level MirrorCL needs.
+    /// Which launcher `run` would use and why; under srun, whether it has the MPI plugin.
+    fn launcher(&mut self) {
+        let (launcher, why) = choose_launcher(None, false);
+        if launcher == Launcher::Mpirun {
+            self.note(true, format!("launcher: mpirun: {why}"), "");
+            return;
+        }
+        let mpi = users_srun_mpi().unwrap_or_else(|| SRUN_MPI.into());
+        let list = Command::new("srun")
+            .arg("--mpi=list")
+            .output()
+            .map(|o| String::from_utf8_lossy(&[o.stdout, o.stderr].concat()).into_owned())
+            .unwrap_or_default();
+        let listed = list.split_whitespace().any(|w| w == mpi);
+        self.note(
+            listed,
+            format!(
+                "launcher: srun: {why} (srun --mpi={mpi}{})",
+                if listed {
+                    ", listed by srun --mpi=list"
+                } else {
+                    ", which srun --mpi=list does not list"
+                }
+            ),
+            "OpenMPI's direct launch needs Slurm's PMIx plugin (Debian: slurm-wlm-basic-plugins; \
+             built --with-pmix elsewhere): set SLURM_MPI_TYPE to a plugin srun --mpi=list names, \
+             or pass --launcher mpirun",
+        );
+    }
+
+    /// mpirun and the thread level MirrorCL needs.
     fn mpi(&mut self) {
         match on_path("mpirun") {
             Some(p) => {
