@@ -192,19 +192,26 @@ impl HostSpan {
     }
 }
 
+/// This rank's messages in passing bytes from their owner to every rank down the relay
+/// every rank computes alike (`mirrorcl_scheduler::relay`).
+pub struct RelayTags {
+    /// The rank this one receives from, with the tags of its pieces (none on the owner).
+    pub from: Option<(u32, Range<u64>)>,
+    /// The ranks this one passes the bytes on to, each with the tag of the first piece.
+    pub to: Vec<(u32, u64)>,
+}
+
 /// This rank's part in passing `len` bytes from `owner` to every rank, in `pieces`
-/// messages per pair, down the relay every rank computes alike
-/// (`mirrorcl_scheduler::relay`): the rank it receives them from with their tags (none
-/// on the owner), and the ranks it passes them on to, each with the tag of the first
-/// piece.
-pub fn relay(owner: u32, len: u64, pieces: usize) -> (Option<(u32, Range<u64>)>, Vec<(u32, u64)>) {
+/// messages per pair.
+pub fn relay(owner: u32, len: u64, pieces: usize) -> RelayTags {
     let n = node();
     let relay = mirrorcl_scheduler::relay::host_copy_relay(owner, n.size, n.rank, len);
-    let from = relay.from.map(|r| (r, n.tags_with(r, pieces)));
-    let to = (relay.to.iter())
-        .map(|&r| (r, n.tags_with(r, pieces).start))
-        .collect();
-    (from, to)
+    RelayTags {
+        from: relay.from.map(|r| (r, n.tags_with(r, pieces))),
+        to: (relay.to.iter())
+            .map(|&r| (r, n.tags_with(r, pieces).start))
+            .collect(),
+    }
 }
 
 /// Completes `done` once every one of `count` parts arrived, with the first failure

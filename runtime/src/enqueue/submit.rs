@@ -227,14 +227,15 @@ fn route(
             // The owner reads, then sends the bytes down the relay to every rank.
             let read = Event::new(queue.context.clone(), None, cmd.command_type, queue.stream);
             event.set_outlives_vendor();
-            let (_, peers) = remote::relay(device.owner, span.len() as u64, 1);
+            let peers = remote::relay(device.owner, span.len() as u64, 1).to;
             remote::send_when_done(&read, event.clone(), peers, span, what(), None);
             issue(device, issued(read, f, deps));
             None
         }
         (Work::Vendor(_), false, Some(span)) => {
-            let (from, forward) = remote::relay(device.owner, span.len() as u64, 1);
-            let (from, tags) = from.expect("a rank other than the owner receives");
+            let relay = remote::relay(device.owner, span.len() as u64, 1);
+            let (from, tags) = relay.from.expect("a rank other than the owner receives");
+            let forward = relay.to;
             // Done once the bytes have arrived and been passed on: the application may
             // overwrite its memory as soon as the read is complete.
             let received = match forward.is_empty() {

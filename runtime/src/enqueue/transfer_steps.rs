@@ -159,12 +159,16 @@ fn plan(ctx: &Arc<Context>, step: &Step, pieces: usize) -> Part {
         (Some(s), None) if s.local() && !node.is_cluster() => Part::ReadIntoHostCopy { src: s },
         (Some(s), None) => {
             let len = step.range.end - step.range.start;
-            match remote::relay(s.owner, len, pieces) {
-                (None, firsts) => Part::ShareHostCopy { src: s, firsts },
-                (Some((from, tags)), forward) => Part::ReceiveHostCopy {
+            let relay = remote::relay(s.owner, len, pieces);
+            match relay.from {
+                None => Part::ShareHostCopy {
+                    src: s,
+                    firsts: relay.to,
+                },
+                Some((from, tags)) => Part::ReceiveHostCopy {
                     from,
                     tags,
-                    forward,
+                    forward: relay.to,
                 },
             }
         }
