@@ -546,12 +546,12 @@ impl Event {
 
     fn wait_inner(self: &Arc<Self>) -> cl_int {
         let platform = crate::platform::platform();
-        let spin = platform.config.spin();
         let start = Instant::now();
         // Polling the vendor's status while spinning catches completion sooner than a
-        // vendor wait's own wake-up.
+        // vendor wait's own wake-up; spinning only while a core is free (`crate::spin`).
+        let mut spin = crate::spin::Spin::new(platform.config.spin());
         let mut polls = 0u32;
-        while start.elapsed() < spin {
+        while spin.spinning() {
             if self.is_done() {
                 return self.status();
             }

@@ -7,7 +7,7 @@ use crate::event::{Event, VendorEvent};
 use crate::vendor::{ContextKey, VEvent, VQueue};
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Commands issued on one vendor queue without a vendor event of their own, waiting for
 /// the next command on that queue that has one.
@@ -212,16 +212,17 @@ fn run_job(job: Job, share: bool, state: &mut IssuerState) {
     }
 }
 
-/// Spins for `spin` before parking on the channel.
+/// Spins for `spin` (while a core is free: `crate::spin`) before parking on the
+/// channel.
 fn next_job(rx: &Receiver<Job>, spin: Duration) -> Option<Job> {
-    let start = Instant::now();
+    let mut spin = crate::spin::Spin::new(spin);
     loop {
         match rx.try_recv() {
             Ok(job) => return Some(job),
             Err(TryRecvError::Disconnected) => return None,
             Err(TryRecvError::Empty) => {}
         }
-        if start.elapsed() >= spin {
+        if !spin.spinning() {
             return rx.recv().ok();
         }
         std::hint::spin_loop();

@@ -23,6 +23,7 @@ pub mod queue;
 pub mod remote;
 pub mod replica;
 pub mod sampler;
+pub mod spin;
 pub mod stats;
 pub mod vendor;
 pub mod verify;
