@@ -1,0 +1,465 @@
+//! `mirrorcl-sim`: MirrorCL's scheduler for N virtual ranks, with no MPI and no devices.
+//!
+//! The scheduler is pure (`docs/scheduler.md`): every rank feeds its own scheduler the
+//! same command stream and derives from the plan what it must do itself (Table IV.1).
+//! So one rank of a cluster of any size can be reproduced by running a scheduler over
+//! the stream, deciding the queueing optimisation as the runtime does
+//! ([`mirrorcl_scheduler::left_out`]) and counting this rank's part of every command and
+//! step the way `runtime/src/stats.rs` counts it. [`simulate`] does that for every rank.
+//!
+//! The stream comes from a built-in workload ([`Workload`]: the thesis' IV.7.2
+//! microbenchmark as `tests/c/cluster_alltoall.c` issues it, a halo exchange as
+//! `tests/c/cluster_stencil.c` does it) or from a file a real run recorded
+//! (`MIRRORCL_RECORD`, format in [`record`]).
+
+pub mod model;
+pub mod record;
+pub mod workloads;
+
+use mirrorcl_scheduler::{Access, DeviceDesc, Location, Placement, Scheduler, Step, Variant};
+use rustc_hash::FxHashMap as HashMap;
+use std::ops::Range;
+use std::time::Instant;
+
+pub use workloads::Workload;
+
+/// Where a command runs, as the runtime decides it (`Command::at_host`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum At {
+    /// On its queue's device.
+    Device,
+    /// On the host copy (maps, unmaps, markers, migrations to the host).
+    Host,
+}
+
+/// What a command runs where it runs (`enqueue::submit::Work`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// A vendor command on the device's issuer (kernels, copies, reads, writes, fills).
+    Vendor,
+    /// Nothing to run: done when its dependencies are.
+    Host,
+}
+
+/// One command as the runtime's `submit` sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Command {
+    /// The OpenCL command type (`CL_COMMAND_*`), for the reader's benefit.
+    pub command_type: u32,
+    /// Context-wide index of the queue's device.
+    pub device: u32,
+    pub at: At,
+    /// The queue's stream (ignored for commands at the host: each gets a new one).
+    pub stream: u64,
+    pub work: Work,
+    /// A read: the bytes of host memory it fills, which every rank receives.
+    pub fills_host: Option<u64>,
+    pub blocking: bool,
+    /// For a blocking command or one at the host: the devices of the commands of its
+    /// wait list that ran on a device (their owners send each of those a status).
+    pub waits: Vec<u32>,
+    /// Root-buffer ranges (buffer ids as the stream names them).
+    pub accesses: Vec<Access>,
+}
+
+/// One item of the stream the scheduler of one context sees, in enqueue order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Item {
+    Device {
+        index: u32,
+        desc: DeviceDesc,
+    },
+    Buffer {
+        id: u64,
+        size: u64,
+        initial: Option<Location>,
+    },
+    Attach {
+        buffer: u64,
+        device: u32,
+    },
+    Release {
+        buffer: u64,
+    },
+    Command(Command),
+    HostWrote {
+        buffer: u64,
+        range: Range<u64>,
+    },
+}
+
+/// One rank's figures, named and counted as `MIRRORCL_STATS` reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Figures {
+    pub commands_created: u64,
+    pub commands_not_enqueued: u64,
+    pub commands_scheduled: u64,
+    pub commands_issued: u64,
+    pub local_copies: u64,
+    pub sends: u64,
+    pub receives: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Wall clock of this rank's `schedule` calls for commands (as the runtime times it).
+    pub scheduling_ns: u64,
+}
+
+impl Figures {
+    /// The counts, without the time (which no two runs share).
+    pub fn counts(&self) -> [u64; 9] {
+        [
+            self.commands_created,
+            self.commands_not_enqueued,
+            self.commands_scheduled,
+            self.commands_issued,
+            self.local_copies,
+            self.sends,
+            self.receives,
+            self.bytes_sent,
+            self.bytes_received,
+        ]
+    }
+
+    pub const COUNT_NAMES: [&'static str; 9] = [
+        "commands_created",
+        "commands_not_enqueued",
+        "commands_scheduled",
+        "commands_issued",
+        "local_copies",
+        "sends",
+        "receives",
+        "bytes_sent",
+        "bytes_received",
+    ];
+
+    /// `self - earlier`, figure by figure.
+    pub fn since(&self, earlier: &Figures) -> Figures {
+        let mut out = Figures::default();
+        let (a, b) = (self.counts(), earlier.counts());
+        let d: Vec<u64> = a.iter().zip(b).map(|(x, y)| x - y).collect();
+        out.commands_created = d[0];
+        out.commands_not_enqueued = d[1];
+        out.commands_scheduled = d[2];
+        out.commands_issued = d[3];
+        out.local_copies = d[4];
+        out.sends = d[5];
+        out.receives = d[6];
+        out.bytes_sent = d[7];
+        out.bytes_received = d[8];
+        out.scheduling_ns = self.scheduling_ns - earlier.scheduling_ns;
+        out
+    }
+}
+
+/// The largest piece of a transfer between ranks (the runtime's default
+/// `MIRRORCL_PIECE_MIB`, 16).
+pub const PIECE_MAX: u64 = 16 << 20;
+
+/// How many messages a transfer of `len` bytes between two ranks is made of
+/// (`remote::pieces`: about sixteen pieces of 1 to 16 MiB, at least one).
+pub fn pieces(len: u64) -> u64 {
+    let piece = (len / 16).next_power_of_two().clamp(1 << 20, PIECE_MAX);
+    len.div_ceil(piece).max(1)
+}
+
+/// One virtual rank: a scheduler per context over the stream, and this rank's figures.
+pub struct Rank {
+    pub rank: u32,
+    pub ranks: u32,
+    pub variant: Variant,
+    contexts: HashMap<u64, Context>,
+    pub figures: Figures,
+}
+
+#[derive(Default)]
+struct Context {
+    sched: Scheduler<u32>,
+    /// Buffer ids of the stream to the scheduler's.
+    ids: HashMap<u64, u64>,
+    /// Sizes by the scheduler's ids.
+    sizes: HashMap<u64, u64>,
+    next_token: u32,
+    next_stream: u64,
+}
+
+impl Context {
+    fn new_stream(&mut self) -> u64 {
+        // Above any queue stream a recorded run uses.
+        self.next_stream += 1;
+        (1 << 62) + self.next_stream
+    }
+}
+
+/// This rank's part in a planned step (Table IV.1), counted as the runtime counts it
+/// (`enqueue/transfer_steps.rs`).
+fn count_step(f: &mut Figures, sched: &Scheduler<u32>, rank: u32, ranks: u32, step: &Step) {
+    let owner = |l: Location| match l {
+        Location::Device(d) => Some(sched.device(d).map_or(u32::MAX, |d| d.owner)),
+        Location::Host => None,
+    };
+    let len = step.range.end - step.range.start;
+    let n = pieces(len);
+    match (owner(step.from), owner(step.to)) {
+        (Some(s), Some(d)) if s != d && s == rank => {
+            f.sends += n;
+            f.bytes_sent += len;
+        }
+        (Some(s), Some(d)) if s != d && d == rank => {
+            f.receives += n;
+            f.bytes_received += len;
+        }
+        (Some(s), Some(_)) if s == rank => f.local_copies += 1,
+        (None, Some(d)) if d == rank => f.local_copies += 1,
+        (Some(s), None) if s == rank && ranks == 1 => f.local_copies += 1,
+        (Some(s), None) if s == rank => {
+            f.sends += n * u64::from(ranks - 1);
+            f.bytes_sent += len * u64::from(ranks - 1);
+        }
+        (Some(_), None) => {
+            f.receives += n;
+            f.bytes_received += len;
+        }
+        _ => {}
+    }
+}
+
+impl Rank {
+    pub fn new(rank: u32, ranks: u32, variant: Variant) -> Self {
+        Rank {
+            rank,
+            ranks,
+            variant,
+            contexts: HashMap::default(),
+            figures: Figures::default(),
+        }
+    }
+
+    /// Feeds one item of context `ctx`'s stream to this rank.
+    pub fn feed(&mut self, ctx: u64, item: &Item) {
+        let (rank, ranks, variant) = (self.rank, self.ranks, self.variant);
+        let f = &mut self.figures;
+        let c = self.contexts.entry(ctx).or_default();
+        match item {
+            Item::Device { index, desc } => c.sched.add_device(*index, *desc),
+            Item::Buffer { id, size, initial } => {
+                let sid = c.sched.create_buffer(*size, *initial);
+                c.ids.insert(*id, sid);
+                c.sizes.insert(sid, *size);
+            }
+            Item::Release { buffer } => {
+                if let Some(sid) = c.ids.remove(buffer) {
+                    c.sched.release_buffer(sid);
+                    c.sizes.remove(&sid);
+                }
+            }
+            Item::HostWrote { buffer, range } => {
+                if let Some(&sid) = c.ids.get(buffer) {
+                    c.sched.host_wrote(sid, range.clone());
+                }
+            }
+            Item::Attach { buffer, device } => {
+                // `enqueue::submit::attach`: ignored without attach; otherwise a read of
+                // the whole buffer at the device, then the attachment.
+                let Some(&sid) = c.ids.get(buffer) else {
+                    return;
+                };
+                if variant == Variant::Decentralization {
+                    return;
+                }
+                let size = c.sizes.get(&sid).copied().unwrap_or(0);
+                let access = [Access {
+                    buffer: sid,
+                    range: 0..size,
+                    mode: mirrorcl_scheduler::Mode::Read,
+                }];
+                let stream = c.new_stream();
+                c.next_token += 1;
+                let token = c.next_token;
+                Self::plan(
+                    c,
+                    f,
+                    rank,
+                    ranks,
+                    Location::Device(*device),
+                    stream,
+                    &access,
+                    token,
+                );
+                c.sched.attach(sid, *device);
+            }
+            Item::Command(cmd) => self.command(ctx, cmd),
+        }
+    }
+
+    /// Schedules one command at `at`, counting its steps; returns nothing (the
+    /// dependencies only order work).
+    #[allow(clippy::too_many_arguments)]
+    fn plan(
+        c: &mut Context,
+        f: &mut Figures,
+        rank: u32,
+        ranks: u32,
+        at: Location,
+        stream: u64,
+        accesses: &[Access],
+        token: u32,
+    ) {
+        let mut steps: Vec<Step> = Vec::new();
+        let mut next_token = c.next_token;
+        let mut next_stream = c.next_stream;
+        let _deps = c
+            .sched
+            .schedule(at, stream, accesses, &token, |step, _deps| {
+                steps.push(step.clone());
+                next_token += 1;
+                next_stream += 1;
+                ((1 << 62) + next_stream, next_token)
+            });
+        c.next_token = next_token;
+        c.next_stream = next_stream;
+        for step in &steps {
+            count_step(f, &c.sched, rank, ranks, step);
+        }
+    }
+
+    fn command(&mut self, ctx: u64, cmd: &Command) {
+        let (rank, ranks, variant) = (self.rank, self.ranks, self.variant);
+        let f = &mut self.figures;
+        let c = self.contexts.entry(ctx).or_default();
+        f.commands_created += 1;
+        let desc = c.sched.device(cmd.device).unwrap_or(DeviceDesc {
+            owner: u32::MAX,
+            group: u32::MAX,
+        });
+        // Wait-list statuses (`learn_wait_list_statuses`), before the queueing decision:
+        // the owner of each waited command sends its status to every rank that runs this
+        // one, which receives it.
+        if ranks > 1 && (cmd.blocking || cmd.at == At::Host) {
+            let runs_on = (cmd.at == At::Device).then_some(desc.owner);
+            for w in &cmd.waits {
+                let owner = c.sched.device(*w).map_or(u32::MAX, |d| d.owner);
+                if owner == rank {
+                    let peers = (0..ranks)
+                        .filter(|&r| r != owner && runs_on.is_none_or(|o| o == r))
+                        .count() as u64;
+                    f.sends += peers;
+                } else if runs_on.is_none_or(|r| r == rank) {
+                    f.receives += 1;
+                }
+            }
+        }
+        let placement = Placement {
+            device: desc,
+            at_host: cmd.at == At::Host,
+            fills_host: cmd.fills_host.is_some(),
+        };
+        let accesses: Vec<Access> = cmd
+            .accesses
+            .iter()
+            .map(|a| Access {
+                buffer: c.ids.get(&a.buffer).copied().unwrap_or(u64::MAX),
+                range: a.range.clone(),
+                mode: a.mode,
+            })
+            .collect();
+        if c.sched.leaves_out(
+            variant,
+            rank,
+            ranks,
+            &placement,
+            accesses.iter().map(|a| a.buffer),
+        ) {
+            f.commands_not_enqueued += 1;
+            return;
+        }
+        f.commands_scheduled += 1;
+        let (at, stream) = match cmd.at {
+            At::Host => (Location::Host, c.new_stream()),
+            At::Device => (Location::Device(cmd.device), cmd.stream),
+        };
+        c.next_token += 1;
+        let token = c.next_token;
+        let start = Instant::now();
+        Self::plan(c, f, rank, ranks, at, stream, &accesses, token);
+        f.scheduling_ns += start.elapsed().as_nanos() as u64;
+        // `submit::route`: the owner issues a vendor command (a read also sends its bytes
+        // to every other rank); another rank receives a read's bytes.
+        let runs_here = cmd.at == At::Host || desc.owner == rank;
+        let shared = cmd.fills_host.filter(|_| ranks > 1);
+        match (cmd.work, runs_here, shared) {
+            (Work::Vendor, true, shared) => {
+                f.commands_issued += 1;
+                if let Some(len) = shared {
+                    f.sends += u64::from(ranks - 1);
+                    f.bytes_sent += len * u64::from(ranks - 1);
+                }
+            }
+            (Work::Vendor, false, Some(len)) => {
+                f.receives += 1;
+                f.bytes_received += len;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Runs every rank of `ranks` over the stream `emit` produces (each rank regenerates it:
+/// one pass per rank), `threads` ranks at a time; returns every rank's figures. `mark`
+/// items (context `u64::MAX`) snapshot the figures: the second vector holds, per rank,
+/// its figures at each mark.
+pub fn simulate(
+    ranks: u32,
+    variant: Variant,
+    threads: usize,
+    only: Option<&[u32]>,
+    emit: &(dyn Fn(&mut dyn FnMut(u64, &Item)) + Sync),
+) -> Vec<(u32, Figures, Vec<Figures>)> {
+    let list: Vec<u32> = only.map_or_else(|| (0..ranks).collect(), |o| o.to_vec());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(Vec::with_capacity(list.len()));
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1).min(list.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&r) = list.get(i) else { break };
+                let mut rank = Rank::new(r, ranks, variant);
+                let mut marks = Vec::new();
+                emit(&mut |ctx, item| {
+                    if ctx == MARK {
+                        marks.push(rank.figures);
+                    } else {
+                        rank.feed(ctx, item)
+                    }
+                });
+                results
+                    .lock()
+                    .expect("no panics")
+                    .push((r, rank.figures, marks));
+            });
+        }
+    });
+    let mut out = results.into_inner().expect("no panics");
+    out.sort_by_key(|(r, _, _)| *r);
+    out
+}
+
+/// The context number of a mark: the figures at this point are kept.
+pub const MARK: u64 = u64::MAX;
+
+/// Parses a variant's name as `MIRRORCL_VARIANT` spells it.
+pub fn parse_variant(s: &str) -> Option<Variant> {
+    match s {
+        "decentralization" => Some(Variant::Decentralization),
+        "attach" => Some(Variant::Attach),
+        "full" => Some(Variant::Full),
+        _ => None,
+    }
+}
+
+pub fn variant_name(v: Variant) -> &'static str {
+    match v {
+        Variant::Decentralization => "decentralization",
+        Variant::Attach => "attach",
+        Variant::Full => "full",
+    }
+}

@@ -1,0 +1,57 @@
+//! A model of one iteration of a workload's loop on one rank, from the simulated
+//! figures: the rank's scheduling time, plus what its issuers run (its devices'
+//! commands and its local copies) at a per-command cost, plus its messages (sent and
+//! received) at a per-message latency. The iteration takes as long as its slowest rank
+//! (every iteration of the microbenchmark waits for every rank's copies).
+
+use crate::Figures;
+
+/// The model's two measured parameters, in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Costs {
+    /// What one issued command costs its rank (`--command-us`).
+    pub command_us: f64,
+    /// What one message costs, sent or received (`--latency-us`).
+    pub latency_us: f64,
+}
+
+/// One rank's modelled time for the figures of one iteration, in µs.
+pub fn rank_us(per_iteration: &Figures, costs: Costs) -> f64 {
+    let f = per_iteration;
+    f.scheduling_ns as f64 / 1e3
+        + (f.commands_issued + f.local_copies) as f64 * costs.command_us
+        + (f.sends + f.receives) as f64 * costs.latency_us
+}
+
+/// The modelled iteration: its slowest rank, in µs.
+pub fn iteration_us(per_iteration: &[Figures], costs: Costs) -> f64 {
+    per_iteration
+        .iter()
+        .map(|f| rank_us(f, costs))
+        .fold(0.0, f64::max)
+}
+
+/// The figures of one steady-state iteration of a rank: between the second mark (the
+/// end of the first iteration) and the last, divided by the iterations between them;
+/// with a single iteration, that iteration (times are rounded down).
+pub fn per_iteration(marks: &[Figures]) -> Option<Figures> {
+    let (first, last, n) = match marks.len() {
+        0 | 1 => return None,
+        2 => (&marks[0], &marks[1], 1),
+        k => (&marks[1], &marks[k - 1], (k - 2) as u64),
+    };
+    let d = last.since(first);
+    let div = |x: u64| x / n;
+    Some(Figures {
+        commands_created: div(d.commands_created),
+        commands_not_enqueued: div(d.commands_not_enqueued),
+        commands_scheduled: div(d.commands_scheduled),
+        commands_issued: div(d.commands_issued),
+        local_copies: div(d.local_copies),
+        sends: div(d.sends),
+        receives: div(d.receives),
+        bytes_sent: div(d.bytes_sent),
+        bytes_received: div(d.bytes_received),
+        scheduling_ns: div(d.scheduling_ns),
+    })
+}
