@@ -79,3 +79,58 @@ fn stencil_counts_equal_the_real_run() {
         &[("CLUSTER_ATTACH", "1")],
     );
 }
+
+/// `MIRRORCL_RECORD` in a real 2-rank run (two devices per rank, attached buffers, a
+/// blocking read that learns a wait list's statuses): every rank records the same
+/// stream, and replaying rank 0's at 2 ranks gives every rank's real counts.
+#[test]
+fn a_recorded_run_replays_to_its_counts() {
+    let dir = target_dir().join("ctests").join("record");
+    std::fs::create_dir_all(&dir).expect("record directory");
+    let base = dir.join(format!("attach-{}", std::process::id()));
+    let base_text = base.to_str().expect("UTF-8 path").to_string();
+    let stats = dir.join(format!("attach-{}.json", std::process::id()));
+    let stats_text = stats.to_str().expect("UTF-8 path").to_string();
+    check_cluster(
+        "cluster_attach",
+        2,
+        2,
+        &[
+            ("MIRRORCL_RECORD", &base_text),
+            ("MIRRORCL_STATS", &stats_text),
+        ],
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).expect("statistics")).expect("JSON");
+    let real = report["ranks"]
+        .as_array()
+        .expect("per-rank figures")
+        .clone();
+    let files: Vec<String> = (0..2)
+        .map(|r| {
+            std::fs::read_to_string(format!("{base_text}.{r}"))
+                .unwrap_or_else(|e| panic!("rank {r} recorded nothing: {e}"))
+        })
+        .collect();
+    let body = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.starts_with("ranks "))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        body(&files[0]),
+        body(&files[1]),
+        "every rank sees one stream"
+    );
+    let rec = mirrorcl_sim::record::parse(&files[0]).expect("the recording parses");
+    assert_eq!((rec.ranks, rec.rank), (2, 0));
+    assert!(rec.items.len() > 200, "{} items recorded", rec.items.len());
+    let workload = Workload::Replay(rec);
+    let sim = simulate(2, Variant::Full, 2, None, &|out| workload.emit(2, 1, out));
+    compare("cluster_attach replayed at 2 ranks", &real, &sim);
+    for r in 0..2 {
+        let _ = std::fs::remove_file(format!("{base_text}.{r}"));
+    }
+    let _ = std::fs::remove_file(&stats);
+}

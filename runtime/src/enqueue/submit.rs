@@ -80,8 +80,23 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         (Location::Device(device.index), queue.stream)
     };
     let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, stream);
+    let waits = crate::record::enabled().then(|| recorded_waits(&cmd));
     wait_list_elsewhere(&mut cmd, &event);
     let accesses = scheduled_accesses(&cmd, &event);
+    if let Some(waits) = waits {
+        crate::record::command(
+            ctx.record_id,
+            cmd.command_type,
+            device.index,
+            cmd.at_host,
+            queue.stream,
+            matches!(work, Work::Vendor(_)),
+            cmd.fills_host.map(|s| s.len()),
+            cmd.blocking,
+            &waits,
+            &accesses,
+        );
+    }
     let work = match (
         work,
         device.local().then(|| injected_failure(index)).flatten(),
@@ -143,6 +158,18 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     }
     queue.prune();
     Ok(event)
+}
+
+/// The devices of the wait list's device commands whose statuses the command learns
+/// (`learn_wait_list_statuses`), for `MIRRORCL_RECORD`.
+fn recorded_waits(cmd: &Command) -> Vec<u32> {
+    if cmd.waits_on_queue || !(cmd.blocking || cmd.at_host) {
+        return Vec::new();
+    }
+    (cmd.wait_list.iter())
+        .filter(|e| e.owner().is_some())
+        .filter_map(|e| e.queue().map(|q| q.device.index))
+        .collect()
 }
 
 /// Notes the command for the cross-rank check (`MIRRORCL_VERIFY`): its accesses and device.
@@ -376,6 +403,7 @@ fn variant(v: Variant) -> mirrorcl_scheduler::Variant {
 /// in the `decentralization` variant.
 pub fn attach(buffer: &Arc<Buffer>, device: &Arc<Device>) -> ClResult<()> {
     let platform = crate::platform::platform();
+    crate::record::attach(buffer.context.record_id, buffer.id, device.index);
     if platform.config.runtime.variant == Variant::Decentralization {
         return Ok(());
     }
