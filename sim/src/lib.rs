@@ -403,6 +403,9 @@ impl Rank {
     }
 }
 
+/// Produces a stream: calls its argument with each item and its context.
+pub type Emit<'a> = dyn Fn(&mut dyn FnMut(u64, &Item)) + Sync + 'a;
+
 /// Runs every rank of `ranks` over the stream `emit` produces (each rank regenerates it:
 /// one pass per rank), `threads` ranks at a time; returns every rank's figures. `mark`
 /// items (context `u64::MAX`) snapshot the figures: the second vector holds, per rank,
@@ -412,7 +415,7 @@ pub fn simulate(
     variant: Variant,
     threads: usize,
     only: Option<&[u32]>,
-    emit: &(dyn Fn(&mut dyn FnMut(u64, &Item)) + Sync),
+    emit: &Emit<'_>,
 ) -> Vec<(u32, Figures, Vec<Figures>)> {
     let list: Vec<u32> = only.map_or_else(|| (0..ranks).collect(), |o| o.to_vec());
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -461,5 +464,77 @@ pub fn variant_name(v: Variant) -> &'static str {
         Variant::Decentralization => "decentralization",
         Variant::Attach => "attach",
         Variant::Full => "full",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_as_the_runtime_cuts_them() {
+        assert_eq!(pieces(0), 1);
+        assert_eq!(pieces(16), 1);
+        assert_eq!(pieces(1 << 20), 1);
+        assert_eq!(pieces((1 << 20) + 1), 2);
+        assert_eq!(pieces(64 << 20), 16);
+        assert_eq!(pieces(1 << 30), 64);
+    }
+
+    /// One steady-state iteration of the microbenchmark at `n` ranks, per rank.
+    fn iteration(n: u32, variant: Variant) -> Vec<Figures> {
+        let w = Workload::AllToAll { iters: 4 };
+        simulate(n, variant, 2, None, &|out| w.emit(n, 1, out))
+            .iter()
+            .map(|(_, _, marks)| crate::model::per_iteration(marks).expect("marks"))
+            .collect()
+    }
+
+    /// Table IV.7's shape: with the queueing optimisation a rank schedules only the
+    /// commands that involve its device (its kernel, the n copies into its buffer, the
+    /// n - 1 copies out of it to other ranks); without it, all n^2 + n.
+    #[test]
+    fn all_to_all_per_rank_counts() {
+        for n in [2u32, 5, 9] {
+            let n64 = u64::from(n);
+            for variant in [Variant::Decentralization, Variant::Attach, Variant::Full] {
+                for (r, f) in iteration(n, variant).iter().enumerate() {
+                    let what = format!("{n} ranks, {variant:?}, rank {r}: {f:?}");
+                    assert_eq!(f.commands_created, n64 * n64 + n64, "{what}");
+                    assert_eq!(f.commands_issued, 1 + n64, "{what}");
+                    let scheduled = if variant == Variant::Full {
+                        2 * n64
+                    } else {
+                        n64 * n64 + n64
+                    };
+                    assert_eq!(f.commands_scheduled, scheduled, "{what}");
+                    assert_eq!(
+                        f.commands_not_enqueued + f.commands_scheduled,
+                        f.commands_created,
+                        "{what}"
+                    );
+                    assert_eq!(f.receives, n64 - 1, "{what}");
+                    if variant != Variant::Decentralization {
+                        // Each source goes from its own device to every other, 16 bytes.
+                        assert_eq!(f.sends, n64 - 1, "{what}");
+                        assert_eq!(f.bytes_sent, 16 * (n64 - 1), "{what}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Without attach, the valid sets pick the lowest valid device as the source: the
+    /// first device to hold a source serves every later copy of it, so rank 0 sends
+    /// what the others need of every source it received.
+    #[test]
+    fn decentralization_sources_come_from_the_lowest_valid_device() {
+        let f = iteration(4, Variant::Decentralization);
+        let sends: Vec<u64> = f.iter().map(|f| f.sends).collect();
+        assert_eq!(
+            sends.iter().sum::<u64>(),
+            f.iter().map(|f| f.receives).sum()
+        );
+        assert!(sends[0] > sends[1], "{sends:?}");
     }
 }
