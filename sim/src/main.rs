@@ -59,8 +59,14 @@ struct Args {
     #[arg(long, default_value_t = 2.11)]
     command_us: f64,
     /// Model: what one message (sent or received) costs its rank, µs.
-    #[arg(long, default_value_t = 2.8)]
+    #[arg(long, default_value_t = 55.5)]
     latency_us: f64,
+    /// Model, second column: what the enqueue call costs per command created, µs.
+    #[arg(long, default_value_t = 1.12)]
+    enqueue_us: f64,
+    /// Also write the rows as CSV.
+    #[arg(long)]
+    csv: Option<std::path::PathBuf>,
     /// Write a plot of scheduling time per rank and iteration against the rank count.
     #[arg(long)]
     svg: Option<std::path::PathBuf>,
@@ -114,20 +120,26 @@ fn main() {
     let costs = Costs {
         command_us: args.command_us,
         latency_us: args.latency_us,
+        enqueue_us: 0.0,
     };
+    let with_enqueue = Costs {
+        enqueue_us: args.enqueue_us,
+        ..costs
+    };
+    let mut csv = String::from("ranks,variant,simulated_ranks,created_per_iter,scheduled_per_iter,issued_per_iter,messages_per_iter,scheduling_us_per_iter,model_us_per_iter,model_with_enqueue_us_per_iter,simulated_s\n");
     let name = match &args.replay {
         Some(p) => format!("replay of {}", p.display()),
         None => args.workload.clone(),
     };
     println!(
-        "mirrorcl-sim: {name}, {} iteration(s), {} device(s) per rank, {threads} thread(s); model: {} µs per issued command, {} µs per message",
-        args.iters, args.devices_per_rank, costs.command_us, costs.latency_us
+        "mirrorcl-sim: {name}, {} iteration(s), {} device(s) per rank, {threads} thread(s); model: {} µs per issued command, {} µs per message; second model: also {} µs per command created",
+        args.iters, args.devices_per_rank, costs.command_us, costs.latency_us, with_enqueue.enqueue_us
     );
     println!();
     println!("Per rank (a range where ranks differ); \"/iter\": one steady-state iteration; scheduling: the median rank.");
     println!();
-    println!("| ranks | variant | created | not enqueued | scheduled | issued | local copies | sends | receives | bytes sent | bytes received | scheduling ms | scheduled /iter | issued /iter | messages /iter | scheduling µs /iter | model µs /iter | simulated in s |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| ranks | variant | created | not enqueued | scheduled | issued | local copies | sends | receives | bytes sent | bytes received | scheduling ms | scheduled /iter | issued /iter | messages /iter | scheduling µs /iter | model µs /iter | model + enqueue µs /iter | simulated in s |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut plot: Vec<(Variant, u32, f64)> = Vec::new();
     for &n in &args.ranks {
         let only: Option<Vec<u32>> = args.sample.filter(|&k| k < n).map(|k| {
@@ -156,8 +168,19 @@ fn main() {
             let sched_ms = median(all.iter().map(|f| f.scheduling_ns)) / 1e6;
             let sched_iter_us = median(iter.iter().map(|f| f.scheduling_ns)) / 1e3;
             let model_us = model::iteration_us(&iter, costs);
+            let model2_us = model::iteration_us(&iter, with_enqueue);
+            let simulated = results.len();
+            let med = |g: fn(&Figures) -> u64| median(iter.iter().map(g));
+            csv.push_str(&format!(
+                "{n},{},{simulated},{},{},{},{},{sched_iter_us:.3},{model_us:.3},{model2_us:.3},{took:.3}\n",
+                variant_name(variant),
+                med(|f| f.commands_created),
+                med(|f| f.commands_scheduled),
+                med(|f| f.commands_issued + f.local_copies),
+                med(|f| f.sends + f.receives),
+            ));
             println!(
-                "| {n}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {sched_ms:.2} | {} | {} | {} | {sched_iter_us:.1} | {} | {took:.2} |",
+                "| {n}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {sched_ms:.2} | {} | {} | {} | {sched_iter_us:.1} | {} | {} | {took:.2} |",
                 only.as_ref().map_or(String::new(), |o| format!(" ({} simulated)", o.len())),
                 variant_name(variant),
                 col(|f| f.commands_created),
@@ -173,6 +196,7 @@ fn main() {
                 icol(|f| f.commands_issued + f.local_copies),
                 icol(|f| f.sends + f.receives),
                 if iter.is_empty() { "-".to_string() } else { format!("{model_us:.1}") },
+                if iter.is_empty() { "-".to_string() } else { format!("{model2_us:.1}") },
             );
             if !iter.is_empty() {
                 plot.push((variant, n, sched_iter_us));
@@ -191,6 +215,12 @@ fn main() {
                     );
                 }
             }
+        }
+    }
+    if let Some(path) = &args.csv {
+        if let Err(e) = std::fs::write(path, &csv) {
+            eprintln!("mirrorcl-sim: {}: {e}", path.display());
+            std::process::exit(1);
         }
     }
     if let Some(path) = &args.svg {

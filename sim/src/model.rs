@@ -1,8 +1,10 @@
 //! A model of one iteration of a workload's loop on one rank, from the simulated
 //! figures: the rank's scheduling time, plus what its issuers run (its devices'
 //! commands and its local copies) at a per-command cost, plus its messages (sent and
-//! received) at a per-message latency. The iteration takes as long as its slowest rank
-//! (every iteration of the microbenchmark waits for every rank's copies).
+//! received) at a per-message latency; optionally plus every command the program
+//! creates at the cost of an enqueue call (every rank runs the whole host program, so
+//! it makes every call, left out or not). The iteration takes as long as its slowest
+//! rank (every iteration of the microbenchmark waits for every rank's copies).
 
 use crate::Figures;
 
@@ -13,6 +15,9 @@ pub struct Costs {
     pub command_us: f64,
     /// What one message costs, sent or received (`--latency-us`).
     pub latency_us: f64,
+    /// What the host program's enqueue call costs per command created (`--enqueue-us`;
+    /// 0 leaves the term out).
+    pub enqueue_us: f64,
 }
 
 /// One rank's modelled time for the figures of one iteration, in µs.
@@ -21,6 +26,7 @@ pub fn rank_us(per_iteration: &Figures, costs: Costs) -> f64 {
     f.scheduling_ns as f64 / 1e3
         + (f.commands_issued + f.local_copies) as f64 * costs.command_us
         + (f.sends + f.receives) as f64 * costs.latency_us
+        + f.commands_created as f64 * costs.enqueue_us
 }
 
 /// The modelled iteration: its slowest rank, in µs. Every rank's scheduling time is
