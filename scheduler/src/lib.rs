@@ -96,6 +96,10 @@ struct Hazards<T> {
     /// not run the newer one (work of another rank is bookkeeping here and completes at
     /// once), waiting for it would not wait for the older one.
     reads: Vec<(StreamId, Scope, T)>,
+    /// Where each (stream, scope) is in `reads`: steps mostly come on fresh streams, so
+    /// a source read by a step per rank collects one reader per rank, and a linear
+    /// search made recording each O(ranks) (found by `mirrorcl-sim`).
+    index: HashMap<(StreamId, Scope), usize>,
 }
 
 impl<T> Default for Hazards<T> {
@@ -103,6 +107,7 @@ impl<T> Default for Hazards<T> {
         Hazards {
             last_write: None,
             reads: Vec::new(),
+            index: HashMap::default(),
         }
     }
 }
@@ -127,13 +132,11 @@ impl<T: Clone> Hazards<T> {
         if mode.writes() {
             self.last_write = Some((stream, token.clone()));
             self.reads.clear();
-        } else if let Some(r) = self
-            .reads
-            .iter_mut()
-            .find(|(s, sc, _)| *s == stream && *sc == scope)
-        {
-            r.2 = token.clone();
+            self.index.clear();
+        } else if let Some(&i) = self.index.get(&(stream, scope)) {
+            self.reads[i].2 = token.clone();
         } else {
+            self.index.insert((stream, scope), self.reads.len());
             self.reads.push((stream, scope, token.clone()));
         }
     }
@@ -527,24 +530,19 @@ impl<T: Clone> Scheduler<T> {
             .collect();
         let state = self.buffers.get_mut(&buffer).expect("checked above");
         for (step, scope) in steps.into_iter().zip(scopes) {
+            // Borrowed, not cloned: a source's readers grow with the ranks that read it.
             let mut deps = Vec::new();
-            let src = state.hazards.entry(step.from).or_default().clone();
-            src.deps_for(Mode::Read, u64::MAX, &mut deps);
-            let dst = state.hazards.entry(step.to).or_default().clone();
-            dst.deps_for(Mode::Write, u64::MAX, &mut deps);
+            if let Some(src) = state.hazards.get(&step.from) {
+                src.deps_for(Mode::Read, u64::MAX, &mut deps);
+            }
+            if let Some(dst) = state.hazards.get(&step.to) {
+                dst.deps_for(Mode::Write, u64::MAX, &mut deps);
+            }
             let (stream, token) = submit_step(&step, deps);
             self.stats.steps += 1;
             self.stats.step_bytes += step.range.end - step.range.start;
-            state
-                .hazards
-                .get_mut(&step.from)
-                .expect("inserted above")
-                .record(Mode::Read, stream, scope, &token);
-            state
-                .hazards
-                .get_mut(&step.to)
-                .expect("inserted above")
-                .record(Mode::Write, stream, None, &token);
+            (state.hazards.entry(step.from).or_default()).record(Mode::Read, stream, scope, &token);
+            (state.hazards.entry(step.to).or_default()).record(Mode::Write, stream, None, &token);
             if state.attached.is_none() {
                 state.validity.add(step.range.clone(), step.to);
             }
