@@ -81,22 +81,9 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     };
     let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, stream);
     let waits = crate::record::enabled().then(|| recorded_waits(&cmd));
+    let vendor = matches!(work, Work::Vendor(_));
     wait_list_elsewhere(&mut cmd, &event);
     let accesses = scheduled_accesses(&cmd, &event);
-    if let Some(waits) = waits {
-        crate::record::command(
-            ctx.record_id,
-            cmd.command_type,
-            device.index,
-            cmd.at_host,
-            queue.stream,
-            matches!(work, Work::Vendor(_)),
-            cmd.fills_host.map(|s| s.len()),
-            cmd.blocking,
-            &waits,
-            &accesses,
-        );
-    }
     let work = match (
         work,
         device.local().then(|| injected_failure(index)).flatten(),
@@ -107,6 +94,21 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     // The scheduler lock is held until the command reaches its issuer, so every issuer
     // receives commands in schedule order.
     let mut sched = ctx.lock_scheduler();
+    if let Some(waits) = waits {
+        // After the releases the lock reported: the order the scheduler sees.
+        crate::record::command(
+            ctx.record_id,
+            cmd.command_type,
+            device.index,
+            cmd.at_host,
+            queue.stream,
+            vendor,
+            cmd.fills_host.map(|s| s.len()),
+            cmd.blocking,
+            &waits,
+            &accesses,
+        );
+    }
     if left_out(&cmd, &sched) {
         drop(sched);
         // Nothing here depends on it and nothing here must track it: not enqueued. Its
