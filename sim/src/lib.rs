@@ -102,6 +102,11 @@ pub struct Figures {
     pub bytes_received: u64,
     /// Wall clock of this rank's `schedule` calls for commands (as the runtime times it).
     pub scheduling_ns: u64,
+    /// Device reads and writes this rank's issuers run for its steps' messages (a piece
+    /// read before it is sent, written after it arrives; Table IV.1), which
+    /// `MIRRORCL_STATS` counts in no figure. With `commands_issued` and `local_copies`:
+    /// everything this rank's issuers run ([`Figures::issuer_work`]).
+    pub step_device_ops: u64,
 }
 
 impl Figures {
@@ -132,6 +137,12 @@ impl Figures {
         "bytes_received",
     ];
 
+    /// What this rank's issuers run: its devices' commands, its local copies, and the
+    /// device reads and writes of its steps' messages.
+    pub fn issuer_work(&self) -> u64 {
+        self.commands_issued + self.local_copies + self.step_device_ops
+    }
+
     /// `self - earlier`, figure by figure.
     pub fn since(&self, earlier: &Figures) -> Figures {
         let mut out = Figures::default();
@@ -147,6 +158,7 @@ impl Figures {
         out.bytes_sent = d[7];
         out.bytes_received = d[8];
         out.scheduling_ns = self.scheduling_ns - earlier.scheduling_ns;
+        out.step_device_ops = self.step_device_ops - earlier.step_device_ops;
         out
     }
 }
@@ -203,10 +215,12 @@ fn count_step(f: &mut Figures, sched: &Scheduler<u32>, rank: u32, ranks: u32, st
         (Some(s), Some(d)) if s != d && s == rank => {
             f.sends += n;
             f.bytes_sent += len;
+            f.step_device_ops += n;
         }
         (Some(s), Some(d)) if s != d && d == rank => {
             f.receives += n;
             f.bytes_received += len;
+            f.step_device_ops += n;
         }
         (Some(s), Some(_)) if s == rank => f.local_copies += 1,
         (None, Some(d)) if d == rank => f.local_copies += 1,
@@ -214,6 +228,7 @@ fn count_step(f: &mut Figures, sched: &Scheduler<u32>, rank: u32, ranks: u32, st
         (Some(s), None) if s == rank => {
             f.sends += n * u64::from(ranks - 1);
             f.bytes_sent += len * u64::from(ranks - 1);
+            f.step_device_ops += n;
         }
         (Some(_), None) => {
             f.receives += n;
@@ -518,6 +533,9 @@ mod tests {
                         // Each source goes from its own device to every other, 16 bytes.
                         assert_eq!(f.sends, n64 - 1, "{what}");
                         assert_eq!(f.bytes_sent, 16 * (n64 - 1), "{what}");
+                        // Each send reads its piece from the device, each receive writes it.
+                        assert_eq!(f.step_device_ops, 2 * (n64 - 1), "{what}");
+                        assert_eq!(f.issuer_work(), 1 + n64 + 2 * (n64 - 1), "{what}");
                     }
                 }
             }

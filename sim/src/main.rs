@@ -55,7 +55,8 @@ struct Args {
     /// Print every simulated rank's figures.
     #[arg(long)]
     per_rank: bool,
-    /// Model: what one issued command costs its rank, µs.
+    /// Model: what one operation of a rank's issuers (a command, a local copy, a device
+    /// read or write of a message) costs, µs.
     #[arg(long, default_value_t = 2.11)]
     command_us: f64,
     /// Model: what one message (sent or received) costs its rank, µs.
@@ -126,19 +127,19 @@ fn main() {
         enqueue_us: args.enqueue_us,
         ..costs
     };
-    let mut csv = String::from("ranks,variant,simulated_ranks,created_per_iter,scheduled_per_iter,issued_per_iter,messages_per_iter,scheduling_us_per_iter,model_us_per_iter,model_with_enqueue_us_per_iter,simulated_s\n");
+    let mut csv = String::from("ranks,variant,simulated_ranks,created_per_iter,scheduled_per_iter,issued_per_iter,issuer_work_per_iter,messages_per_iter,scheduling_us_per_iter,model_us_per_iter,model_with_enqueue_us_per_iter,simulated_s\n");
     let name = match &args.replay {
         Some(p) => format!("replay of {}", p.display()),
         None => args.workload.clone(),
     };
     println!(
-        "mirrorcl-sim: {name}, {} iteration(s), {} device(s) per rank, {threads} thread(s); model: {} µs per issued command, {} µs per message; second model: also {} µs per command created",
+        "mirrorcl-sim: {name}, {} iteration(s), {} device(s) per rank, {threads} thread(s); model: {} µs per issuer operation, {} µs per message; second model: also {} µs per command created",
         args.iters, args.devices_per_rank, costs.command_us, costs.latency_us, with_enqueue.enqueue_us
     );
     println!();
     println!("Per rank (a range where ranks differ); \"/iter\": one steady-state iteration; scheduling: the median rank.");
     println!();
-    println!("| ranks | variant | created | not enqueued | scheduled | issued | local copies | sends | receives | bytes sent | bytes received | scheduling ms | scheduled /iter | issued /iter | messages /iter | scheduling µs /iter | model µs /iter | model + enqueue µs /iter | simulated in s |");
+    println!("| ranks | variant | created | not enqueued | scheduled | issued | local copies | sends | receives | bytes sent | bytes received | scheduling ms | scheduled /iter | issuer work /iter | messages /iter | scheduling µs /iter | model µs /iter | model + enqueue µs /iter | simulated in s |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut plot: Vec<(Variant, u32, f64)> = Vec::new();
     for &n in &args.ranks {
@@ -172,11 +173,12 @@ fn main() {
             let simulated = results.len();
             let med = |g: fn(&Figures) -> u64| median(iter.iter().map(g));
             csv.push_str(&format!(
-                "{n},{},{simulated},{},{},{},{},{sched_iter_us:.3},{model_us:.3},{model2_us:.3},{took:.3}\n",
+                "{n},{},{simulated},{},{},{},{},{},{sched_iter_us:.3},{model_us:.3},{model2_us:.3},{took:.3}\n",
                 variant_name(variant),
                 med(|f| f.commands_created),
                 med(|f| f.commands_scheduled),
-                med(|f| f.commands_issued + f.local_copies),
+                med(|f| f.commands_issued),
+                med(|f| f.issuer_work()),
                 med(|f| f.sends + f.receives),
             ));
             println!(
@@ -193,7 +195,7 @@ fn main() {
                 col(|f| f.bytes_sent),
                 col(|f| f.bytes_received),
                 icol(|f| f.commands_scheduled),
-                icol(|f| f.commands_issued + f.local_copies),
+                icol(|f| f.issuer_work()),
                 icol(|f| f.sends + f.receives),
                 if iter.is_empty() { "-".to_string() } else { format!("{model_us:.1}") },
                 if iter.is_empty() { "-".to_string() } else { format!("{model2_us:.1}") },
@@ -211,7 +213,10 @@ fn main() {
                             .map(|(k, v)| format!("{k}={v}"))
                             .collect::<Vec<_>>()
                             .join(" ")
-                            + &format!(" scheduling_ns={}", f.scheduling_ns)
+                            + &format!(
+                                " step_device_ops={} scheduling_ns={}",
+                                f.step_device_ops, f.scheduling_ns
+                            )
                     );
                 }
             }

@@ -1,6 +1,7 @@
 //! A model of one iteration of a workload's loop on one rank, from the simulated
 //! figures: the rank's scheduling time, plus what its issuers run (its devices'
-//! commands and its local copies) at a per-command cost, plus its messages (sent and
+//! commands, its local copies, the device reads and writes of its messages) at a
+//! per-command cost, plus its messages (sent and
 //! received) at a per-message latency; optionally plus every command the program
 //! creates at the cost of an enqueue call (every rank runs the whole host program, so
 //! it makes every call, left out or not). The iteration takes as long as its slowest
@@ -24,7 +25,7 @@ pub struct Costs {
 pub fn rank_us(per_iteration: &Figures, costs: Costs) -> f64 {
     let f = per_iteration;
     f.scheduling_ns as f64 / 1e3
-        + (f.commands_issued + f.local_copies) as f64 * costs.command_us
+        + f.issuer_work() as f64 * costs.command_us
         + (f.sends + f.receives) as f64 * costs.latency_us
         + f.commands_created as f64 * costs.enqueue_us
 }
@@ -72,5 +73,6 @@ pub fn per_iteration(marks: &[Figures]) -> Option<Figures> {
         bytes_sent: div(d.bytes_sent),
         bytes_received: div(d.bytes_received),
         scheduling_ns: div(d.scheduling_ns),
+        step_device_ops: div(d.step_device_ops),
     })
 }
