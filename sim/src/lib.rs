@@ -181,6 +181,7 @@ pub struct Rank {
     pub variant: Variant,
     contexts: HashMap<u64, Context>,
     pub figures: Figures,
+    scratch: Vec<Access>,
 }
 
 #[derive(Default)]
@@ -246,6 +247,7 @@ impl Rank {
             variant,
             contexts: HashMap::default(),
             figures: Figures::default(),
+            scratch: Vec::new(),
         }
     }
 
@@ -368,15 +370,14 @@ impl Rank {
             at_host: cmd.at == At::Host,
             fills_host: cmd.fills_host.is_some(),
         };
-        let accesses: Vec<Access> = cmd
-            .accesses
-            .iter()
-            .map(|a| Access {
-                buffer: c.ids.get(&a.buffer).copied().unwrap_or(u64::MAX),
-                range: a.range.clone(),
-                mode: a.mode,
-            })
-            .collect();
+        // Reused: every rank walks every command of the stream.
+        let mut accesses = std::mem::take(&mut self.scratch);
+        accesses.clear();
+        accesses.extend(cmd.accesses.iter().map(|a| Access {
+            buffer: c.ids.get(&a.buffer).copied().unwrap_or(u64::MAX),
+            range: a.range.clone(),
+            mode: a.mode,
+        }));
         if c.sched.leaves_out(
             variant,
             rank,
@@ -385,6 +386,7 @@ impl Rank {
             accesses.iter().map(|a| a.buffer),
         ) {
             f.commands_not_enqueued += 1;
+            self.scratch = accesses;
             return;
         }
         f.commands_scheduled += 1;
@@ -399,6 +401,7 @@ impl Rank {
         f.scheduling_ns += start.elapsed().as_nanos() as u64;
         // `submit::route`: the owner issues a vendor command (a read also sends its bytes
         // to every other rank); another rank receives a read's bytes.
+        self.scratch = accesses;
         let runs_here = cmd.at == At::Host || desc.owner == rank;
         let shared = cmd.fills_host.filter(|_| ranks > 1);
         match (cmd.work, runs_here, shared) {
