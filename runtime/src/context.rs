@@ -61,6 +61,8 @@ pub struct Context {
     pub destructors: Destructors,
     /// `clGetSupportedImageFormats` answers, per access flags and image type.
     pub image_formats: Mutex<HashMap<(cl_mem_flags, cl_mem_object_type), Vec<cl_image_format>>>,
+    /// Its number in `MIRRORCL_RECORD`'s stream.
+    pub record_id: u64,
 }
 
 /// The application's `pfn_notify` and `user_data`, passed to vendor contexts so their
@@ -136,7 +138,9 @@ impl Context {
             }
         };
         let mut scheduler = Scheduler::new();
+        let record_id = crate::record::next_context();
         for d in &devices {
+            crate::record::device(record_id, d.index, d.owner, d.owner_group);
             scheduler.add_device(
                 d.index,
                 DeviceDesc {
@@ -156,6 +160,7 @@ impl Context {
             notify: target.map(|t| t as usize),
             destructors: Destructors::default(),
             image_formats: Mutex::new(HashMap::new()),
+            record_id,
         }))
     }
 
@@ -191,6 +196,7 @@ impl Context {
     pub fn lock_scheduler(&self) -> parking_lot::MutexGuard<'_, Scheduler<Arc<Event>>> {
         let mut sched = self.scheduler.lock();
         for id in self.released.lock().drain(..) {
+            crate::record::release(self.record_id, id);
             sched.release_buffer(id);
         }
         sched

@@ -20,6 +20,7 @@ pub mod object;
 pub mod platform;
 pub mod program;
 pub mod queue;
+pub mod record;
 pub mod remote;
 pub mod replica;
 pub mod sampler;

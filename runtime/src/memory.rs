@@ -145,6 +145,7 @@ impl Buffer {
             (None, None)
         };
         let id = context.scheduler.lock().create_buffer(size as u64, initial);
+        crate::record::buffer(context.record_id, id, size as u64, initial);
         crate::history::note_buffer(id, size as u64);
         Ok(Arc::new(Buffer {
             header: Header::new(),

@@ -17,6 +17,7 @@
 //! what `tests/simulate.rs` proves.
 
 pub mod relay;
+pub mod sim;
 mod validity;
 
 pub use validity::{ValidSet, ValidityMap};
@@ -97,6 +98,10 @@ struct Hazards<T> {
     /// not run the newer one (work of another rank is bookkeeping here and completes at
     /// once), waiting for it would not wait for the older one.
     reads: Vec<(StreamId, Scope, T)>,
+    /// Where each (stream, scope) is in `reads`: steps mostly come on fresh streams, so
+    /// a source read by a step per rank collects one reader per rank, and a linear
+    /// search made recording each O(ranks) (found by `mirrorcl-sim`).
+    index: HashMap<(StreamId, Scope), usize>,
 }
 
 impl<T> Default for Hazards<T> {
@@ -104,6 +109,7 @@ impl<T> Default for Hazards<T> {
         Hazards {
             last_write: None,
             reads: Vec::new(),
+            index: HashMap::default(),
         }
     }
 }
@@ -128,13 +134,11 @@ impl<T: Clone> Hazards<T> {
         if mode.writes() {
             self.last_write = Some((stream, token.clone()));
             self.reads.clear();
-        } else if let Some(r) = self
-            .reads
-            .iter_mut()
-            .find(|(s, sc, _)| *s == stream && *sc == scope)
-        {
-            r.2 = token.clone();
+            self.index.clear();
+        } else if let Some(&i) = self.index.get(&(stream, scope)) {
+            self.reads[i].2 = token.clone();
         } else {
+            self.index.insert((stream, scope), self.reads.len());
             self.reads.push((stream, scope, token.clone()));
         }
     }
@@ -155,6 +159,66 @@ pub struct SchedulerStats {
     pub commands: u64,
     pub steps: u64,
     pub step_bytes: u64,
+}
+
+/// The thesis' three variants (Section IV.7.3): `Decentralization` alone, with
+/// `clAttachBufferToDevice` honoured (`Attach`), and with the queueing optimisation on
+/// top (`Full`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Variant {
+    Decentralization,
+    Attach,
+    #[default]
+    Full,
+}
+
+/// A command as the queueing decision ([`left_out`]) sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The device of the command's queue.
+    pub device: DeviceDesc,
+    /// Runs on the host copy (maps, unmaps, markers), on every rank.
+    pub at_host: bool,
+    /// Fills host memory (a read): every rank receives its bytes.
+    pub fills_host: bool,
+}
+
+/// The queueing optimisation (thesis IV.6, Table IV.2, and further): `rank` of `ranks`
+/// need not enqueue a command when it runs on another rank's device, is not a read
+/// (whose bytes every rank must receive), and every buffer it touches is attached to a
+/// device of another rank that is not in another vendor group of the command's rank;
+/// `attached` gives, per buffer the command touches, the device it is attached to
+/// (`None`: not attached, or to a device the context does not know). Then no step of
+/// the command involves this rank (an attached buffer's steps go directly between its
+/// device and the command's, both elsewhere), and it changes nothing this rank tracks
+/// (attached buffers have no valid set; the hazards of other ranks' device instances
+/// only order work this rank never runs). Commands that touch no buffer (kernels with
+/// only values) qualify too. Every rank the command involves still schedules it, in the
+/// same order, so the ranks of each pair agree on their tags. Only in the `Full`
+/// variant, and never in a cluster of one.
+///
+/// The one place this is decided: the runtime (`enqueue/submit.rs`) and the simulator
+/// (`mirrorcl-sim`) both call it.
+pub fn left_out(
+    variant: Variant,
+    rank: u32,
+    ranks: u32,
+    cmd: &Placement,
+    attached: impl IntoIterator<Item = Option<DeviceDesc>>,
+) -> bool {
+    if cmd.device.owner == rank || cmd.at_host || cmd.fills_host {
+        return false;
+    }
+    if variant != Variant::Full || ranks == 1 {
+        return false;
+    }
+    attached.into_iter().all(|a| {
+        a.is_some_and(|a| {
+            // Between two groups of one rank the bytes stage through the host copy,
+            // which is a broadcast every rank takes part in.
+            a.owner != rank && (a.owner != cmd.device.owner || a.group == cmd.device.group)
+        })
+    })
 }
 
 /// The scheduler of one context. `T` is the runtime's completion token (an event).
@@ -219,6 +283,32 @@ impl<T: Clone> Scheduler<T> {
     /// The device `buffer` is attached to, if any.
     pub fn attached(&self, buffer: BufferId) -> Option<u32> {
         self.buffers.get(&buffer).and_then(|b| b.attached)
+    }
+
+    /// [`left_out`] for a command touching `buffers`, with their attachments as this
+    /// scheduler knows them.
+    pub fn leaves_out(
+        &self,
+        variant: Variant,
+        rank: u32,
+        ranks: u32,
+        cmd: &Placement,
+        buffers: impl IntoIterator<Item = BufferId>,
+    ) -> bool {
+        left_out(
+            variant,
+            rank,
+            ranks,
+            cmd,
+            buffers
+                .into_iter()
+                .map(|b| self.attached(b).and_then(|a| self.devices.get(&a).copied())),
+        )
+    }
+
+    /// The description of device `index`, if it was added.
+    pub fn device(&self, index: u32) -> Option<DeviceDesc> {
+        self.devices.get(&index).copied()
     }
 
     pub fn release_buffer(&mut self, id: BufferId) {
@@ -442,24 +532,19 @@ impl<T: Clone> Scheduler<T> {
             .collect();
         let state = self.buffers.get_mut(&buffer).expect("checked above");
         for (step, scope) in steps.into_iter().zip(scopes) {
+            // Borrowed, not cloned: a source's readers grow with the ranks that read it.
             let mut deps = Vec::new();
-            let src = state.hazards.entry(step.from).or_default().clone();
-            src.deps_for(Mode::Read, u64::MAX, &mut deps);
-            let dst = state.hazards.entry(step.to).or_default().clone();
-            dst.deps_for(Mode::Write, u64::MAX, &mut deps);
+            if let Some(src) = state.hazards.get(&step.from) {
+                src.deps_for(Mode::Read, u64::MAX, &mut deps);
+            }
+            if let Some(dst) = state.hazards.get(&step.to) {
+                dst.deps_for(Mode::Write, u64::MAX, &mut deps);
+            }
             let (stream, token) = submit_step(&step, deps);
             self.stats.steps += 1;
             self.stats.step_bytes += step.range.end - step.range.start;
-            state
-                .hazards
-                .get_mut(&step.from)
-                .expect("inserted above")
-                .record(Mode::Read, stream, scope, &token);
-            state
-                .hazards
-                .get_mut(&step.to)
-                .expect("inserted above")
-                .record(Mode::Write, stream, None, &token);
+            (state.hazards.entry(step.from).or_default()).record(Mode::Read, stream, scope, &token);
+            (state.hazards.entry(step.to).or_default()).record(Mode::Write, stream, None, &token);
             if state.attached.is_none() {
                 state.validity.add(step.range.clone(), step.to);
             }

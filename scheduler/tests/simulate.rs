@@ -26,8 +26,8 @@
 //! then calls `Scheduler::attach`.
 
 use mirrorcl_scheduler::{
-    Access, BufferId, DeviceDesc, Location, Mode, Scheduler, SchedulerStats, Step, StreamId,
-    ValidSet,
+    Access, BufferId, DeviceDesc, Location, Mode, Placement, Scheduler, SchedulerStats, Step,
+    StreamId, ValidSet, Variant,
 };
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -414,16 +414,24 @@ fn left_out(
     if cmd.attach || at.owner == rank {
         return false;
     }
-    cmd.accesses.iter().all(|(b, _, _)| {
-        attached[*b].is_some_and(|a| {
-            let a = scn.devices[a as usize];
-            a.owner != rank
-                && match rule {
-                    LeaveOut::AnyAttached => true,
-                    LeaveOut::NoHostHop => a == at || a.owner != at.owner,
-                }
-        })
-    })
+    match rule {
+        // The rule the runtime and the simulator use.
+        LeaveOut::NoHostHop => mirrorcl_scheduler::left_out(
+            Variant::Full,
+            rank,
+            scn.ranks,
+            &Placement {
+                device: at,
+                at_host: false,
+                fills_host: false,
+            },
+            (cmd.accesses.iter()).map(|(b, _, _)| attached[*b].map(|a| scn.devices[a as usize])),
+        ),
+        LeaveOut::AnyAttached => cmd
+            .accesses
+            .iter()
+            .all(|(b, _, _)| attached[*b].is_some_and(|a| scn.devices[a as usize].owner != rank)),
+    }
 }
 
 type Hops = HashMap<(usize, u64), Vec<(Location, Location)>>;

@@ -19,7 +19,7 @@ use crate::queue::Queue;
 use crate::remote::{self, HostSpan};
 use crate::stats::{add, COUNTERS};
 use crate::ClResult;
-use mirrorcl_scheduler::{Access, Location, Mode, Scheduler};
+use mirrorcl_scheduler::{Access, DeviceDesc, Location, Mode, Placement, Scheduler};
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
@@ -80,6 +80,8 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         (Location::Device(device.index), queue.stream)
     };
     let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, stream);
+    let waits = crate::record::enabled().then(|| recorded_waits(&cmd));
+    let vendor = matches!(work, Work::Vendor(_));
     wait_list_elsewhere(&mut cmd, &event);
     let accesses = scheduled_accesses(&cmd, &event);
     let work = match (
@@ -92,6 +94,21 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     // The scheduler lock is held until the command reaches its issuer, so every issuer
     // receives commands in schedule order.
     let mut sched = ctx.lock_scheduler();
+    if let Some(waits) = waits {
+        // After the releases the lock reported: the order the scheduler sees.
+        crate::record::command(
+            ctx.record_id,
+            cmd.command_type,
+            device.index,
+            cmd.at_host,
+            queue.stream,
+            vendor,
+            cmd.fills_host.map(|s| s.len()),
+            cmd.blocking,
+            &waits,
+            &accesses,
+        );
+    }
     if left_out(&cmd, &sched) {
         drop(sched);
         // Nothing here depends on it and nothing here must track it: not enqueued. Its
@@ -143,6 +160,18 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     }
     queue.prune();
     Ok(event)
+}
+
+/// The devices of the wait list's device commands whose statuses the command learns
+/// (`learn_wait_list_statuses`), for `MIRRORCL_RECORD`.
+fn recorded_waits(cmd: &Command) -> Vec<u32> {
+    if cmd.waits_on_queue || !(cmd.blocking || cmd.at_host) {
+        return Vec::new();
+    }
+    (cmd.wait_list.iter())
+        .filter(|e| e.owner().is_some())
+        .filter_map(|e| e.queue().map(|q| q.device.index))
+        .collect()
 }
 
 /// Notes the command for the cross-rank check (`MIRRORCL_VERIFY`): its accesses and device.
@@ -349,36 +378,37 @@ fn injected_failure(index: u64) -> Option<cl_int> {
     plan.filter(|(n, _)| *n == index).map(|(_, code)| code)
 }
 
-/// The queueing optimisation (thesis IV.6, Table IV.2, and further): a command is not
-/// enqueued on this rank when it runs on another rank's device, is not a read (whose
-/// bytes every rank must receive), and every buffer it touches is attached to a device
-/// of another rank that is not in another vendor group of the command's rank. Then no
-/// step of it involves this rank (an attached buffer's steps go directly between its
-/// device and the command's, both elsewhere), and it changes nothing this
-/// rank tracks (attached buffers have no valid set; the hazards of other ranks' device
-/// instances only order work this rank never runs). Commands that touch no buffer
-/// (kernels with only values) qualify too. Every rank the command involves still
-/// schedules it, in the same order, so the ranks of each pair agree on their tags.
+/// The queueing optimisation (thesis IV.6, Table IV.2, and further), decided by
+/// [`mirrorcl_scheduler::left_out`] (the simulator decides it there too): a command of
+/// another rank's device, not a read, whose buffers are all attached to other ranks'
+/// devices (not in another vendor group of the command's rank) is not enqueued here.
 fn left_out(cmd: &Command, sched: &Scheduler<Arc<Event>>) -> bool {
-    let device = &cmd.queue.device;
-    if device.local() || cmd.at_host || cmd.fills_host.is_some() {
-        return false;
-    }
     let platform = crate::platform::platform();
-    if platform.config.runtime.variant != Variant::Full || platform.size == 1 {
-        return false;
+    let device = &cmd.queue.device;
+    let placement = Placement {
+        device: DeviceDesc {
+            owner: device.owner,
+            group: device.owner_group,
+        },
+        at_host: cmd.at_host,
+        fills_host: cmd.fills_host.is_some(),
+    };
+    sched.leaves_out(
+        variant(platform.config.runtime.variant),
+        platform.rank,
+        platform.size,
+        &placement,
+        cmd.accesses.iter().map(|(b, _, _)| b.id),
+    )
+}
+
+/// The scheduler's name for the configured variant.
+fn variant(v: Variant) -> mirrorcl_scheduler::Variant {
+    match v {
+        Variant::Decentralization => mirrorcl_scheduler::Variant::Decentralization,
+        Variant::Attach => mirrorcl_scheduler::Variant::Attach,
+        Variant::Full => mirrorcl_scheduler::Variant::Full,
     }
-    let ctx = &cmd.queue.context;
-    cmd.accesses.iter().all(|(b, _, _)| {
-        sched
-            .attached(b.id)
-            .and_then(|a| ctx.device_by_index(a))
-            .is_some_and(|a| {
-                // Between two groups of one rank the bytes stage through the host copy,
-                // which is a broadcast every rank takes part in.
-                !a.local() && (a.owner != device.owner || a.owner_group == device.owner_group)
-            })
-    })
 }
 
 /// `clAttachBufferToDevice`: makes `device`'s copy of the buffer current (the bytes move
@@ -386,6 +416,7 @@ fn left_out(cmd: &Command, sched: &Scheduler<Arc<Event>>) -> bool {
 /// in the `decentralization` variant.
 pub fn attach(buffer: &Arc<Buffer>, device: &Arc<Device>) -> ClResult<()> {
     let platform = crate::platform::platform();
+    crate::record::attach(buffer.context.record_id, buffer.id, device.index);
     if platform.config.runtime.variant == Variant::Decentralization {
         return Ok(());
     }
