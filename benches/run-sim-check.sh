@@ -10,7 +10,9 @@
 #          [--variants decentralization,attach,full] [mirrorcl-sim model options:
 #          --command-us X --latency-us Y --enqueue-us Z]
 # Needs a core per rank for the times to mean anything (PoCL's threads, the issuer and
-# MPI's progress thread share them); python3 for the JSON.
+# MPI's progress thread share them); python3 for the JSON. SIM_CHECK_PREBUILT=DIR takes
+# the library and programs from a tests/gpu/prepare.sh folder and builds nothing (the
+# GPU machine has no Rust); MIRRORCL_PLATFORMS passes on (Portable: PoCL only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=1,2,3,4,5,6,7,8
@@ -27,12 +29,17 @@ while [ $# -gt 0 ]; do
     *) echo "run-sim-check: unknown option $1" >&2; exit 2 ;;
   esac
 done
-cargo build --release -p mirrorcl -p mirrorcl-benches >/dev/null
 out=target/sim-check
 mkdir -p "$out"
-cc -O2 -std=c11 -pthread -Itests/c -o "$out/cluster_alltoall" tests/c/cluster_alltoall.c -lOpenCL -lm
+prebuilt="${SIM_CHECK_PREBUILT:-}"
+if [ -n "$prebuilt" ]; then
+  lib="$prebuilt/libmirrorcl.so" sim="$prebuilt/bin/mirrorcl-sim" prog="$prebuilt/bin/cluster_alltoall"
+else
+  cargo build --release -p mirrorcl -p mirrorcl-benches >/dev/null
+  cc -O2 -std=c11 -pthread -Itests/c -o "$out/cluster_alltoall" tests/c/cluster_alltoall.c -lOpenCL -lm
+  lib="$(pwd)/target/release/libmirrorcl.so" sim=target/release/mirrorcl-sim prog="$out/cluster_alltoall"
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-lib="$(pwd)/target/release/libmirrorcl.so"
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; PoCL $(dpkg-query -W -f='${Version}' pocl-opencl-icd 2>/dev/null || echo '?'); $iters iterations"
 for n in ${ranks//,/ }; do
   for v in ${variants//,/ }; do
@@ -40,10 +47,11 @@ for n in ${ranks//,/ }; do
     rm -f "$json"
     mpirun -np "$n" --oversubscribe --bind-to none -x LD_PRELOAD="$lib" -x POCL_DEVICES=pthread \
       -x POCL_KERNEL_CACHE=0 -x MIRRORCL_VARIANT="$v" -x MIRRORCL_STATS="$(pwd)/$json" \
-      -x CLUSTER_ITERS="$iters" "$out/cluster_alltoall" > "$out/real-$n-$v.out" 2>&1 \
+      -x MIRRORCL_PLATFORMS="${MIRRORCL_PLATFORMS:-}" \
+      -x CLUSTER_ITERS="$iters" "$prog" > "$out/real-$n-$v.out" 2>&1 \
       || { echo "cluster_alltoall, $n ranks, $v: failed"; tail "$out/real-$n-$v.out"; exit 1; }
   done
-  target/release/mirrorcl-sim --ranks "$n" --iters "$iters" --variants "$variants" --per-rank \
+  "$sim" --ranks "$n" --iters "$iters" --variants "$variants" --per-rank \
     --csv "$out/sim-$n.csv" "${model[@]}" > "$out/sim-$n.txt"
 done
 python3 - "$out" "$ranks" "$variants" "$iters" <<'PY'

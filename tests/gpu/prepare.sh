@@ -10,6 +10,7 @@ rm -rf "$out" && mkdir -p "$out/bin"
 strip --strip-debug -o "$out/libmirrorcl.so" target/release/libmirrorcl.so
 strip --strip-debug -o "$out/bin/mirrorcl-overhead" target/release/mirrorcl-overhead
 strip --strip-debug -o "$out/bin/mirrorcl-bench" target/release/mirrorcl-bench
+strip --strip-debug -o "$out/bin/mirrorcl-sim" target/release/mirrorcl-sim
 for src in tests/c/*.c; do
   name=$(basename "$src" .c)
   if [ "$name" = cluster_hybrid ]; then
