@@ -24,6 +24,7 @@ pub mod remote;
 pub mod replica;
 pub mod sampler;
 pub mod stats;
+pub mod trace;
 pub mod vendor;
 pub mod verify;
 pub mod wire;

@@ -105,6 +105,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let failing = cmd.wait_list.len();
     let mut deps = std::mem::take(&mut cmd.wait_list);
     let scheduling = std::time::Instant::now();
+    let traced = crate::trace::begin();
     add(&COUNTERS.commands_scheduled, 1);
     let mut steps = Vec::new();
     let conflicts = sched.schedule(at, stream, &accesses, &event, |step, step_deps| {
@@ -115,6 +116,13 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     add(
         &COUNTERS.scheduling_ns,
         scheduling.elapsed().as_nanos() as u64,
+    );
+    let n = steps.len();
+    crate::trace::span(
+        "schedule",
+        command_name(cmd.command_type),
+        traced,
+        crate::trace_args![("command", event.seq), ("index", index), ("steps", n)],
     );
     // The steps that bring its bytes first among the rest: a command run on the host
     // copy (a map) also fails with them, so that a map whose bytes could not come (a
