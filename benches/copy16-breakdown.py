@@ -45,8 +45,8 @@ def main():
     waits1 = on(1, cat="wait")
 
     steps = [
-        "rank 0: clEnqueueCopyBuffer entered -> scheduled (read step handed to the issuer)",
-        "rank 0: issuer picks the read up (channel, issuer wake-up)",
+        "rank 0: clEnqueueCopyBuffer entered -> its read step handed to the issuer (scheduling)",
+        "rank 0: the issuer picks the read up (channel, issuer wake-up)",
         "rank 0: vendor read enqueue returns",
         "rank 0: read complete, seen by a vendor callback thread",
         "rank 0: send posted by the progress thread",
@@ -77,7 +77,8 @@ def main():
         wait = first_after(waits1, s1["ts"], lambda e: e["args"]["command"] == s1["args"]["command"])
         if None in (send, re, read_done, write_done, copy_done, wait):
             continue
-        marks = [a0["ts"], end(s0), read["ts"], end(read), read_done["ts"], send["ts"], re["ts"],
+        handed = read["ts"] - read["args"]["queued_ns"] / 1000
+        marks = [a0["ts"], handed, read["ts"], end(read), read_done["ts"], send["ts"], re["ts"],
                  max(write_done["ts"], copy_done["ts"]), end(wait)]
         seen_by.append((names.get((0, read_done["tid"])), names.get((1, copy_done["tid"]))))
         for i in range(len(steps)):

@@ -204,7 +204,10 @@ impl ThreadBuf {
             Some("main") => "application (main)".into(),
             Some("mirrorcl-progress") => "MPI progress".into(),
             Some(n) if n.starts_with("mirrorcl-issuer-") => {
-                format!("issuer, device {}", &n["mirrorcl-issuer-".len()..])
+                format!(
+                    "issuer, device {}",
+                    n.trim_start_matches("mirrorcl-issuer-")
+                )
             }
             Some(n) if self.api.load(Ordering::Relaxed) => format!("application ({n})"),
             Some(n) => n.to_string(),
@@ -218,8 +221,8 @@ impl ThreadBuf {
         let n = self.name.as_deref().unwrap_or("");
         if self.api.load(Ordering::Relaxed) {
             0
-        } else if n.starts_with("mirrorcl-issuer-") {
-            10 + n["mirrorcl-issuer-".len()..].parse::<u64>().unwrap_or(0)
+        } else if let Some(device) = n.strip_prefix("mirrorcl-issuer-") {
+            10 + device.parse::<u64>().unwrap_or(0)
         } else if n == "mirrorcl-progress" {
             5
         } else {

@@ -19,7 +19,10 @@ struct Message {
 
 fn messages(events: &[Value], name: &str) -> Vec<Message> {
     let mut ends: HashMap<(u64, String), f64> = HashMap::new();
-    for e in events.iter().filter(|e| e["ph"] == "e" && e["name"] == name) {
+    for e in events
+        .iter()
+        .filter(|e| e["ph"] == "e" && e["name"] == name)
+    {
         let key = (e["pid"].as_u64().unwrap(), e["id"].as_str().unwrap().into());
         ends.insert(key, e["ts"].as_f64().unwrap());
     }
