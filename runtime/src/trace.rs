@@ -316,24 +316,39 @@ pub struct ApiSpan {
 }
 
 impl ApiSpan {
-    /// Timed unless tracing is known to be off.
-    #[inline]
+    /// Timed unless tracing is known to be off: off, one relaxed load and a store of
+    /// the name; the rest is out of line.
+    #[inline(always)]
     pub fn begin(name: &'static str) -> ApiSpan {
         let start = if STATE.load(Ordering::Relaxed) == OFF {
             0
         } else {
-            now_ns()
+            api_start()
         };
         ApiSpan { name, start }
     }
 }
 
+#[cold]
+#[inline(never)]
+fn api_start() -> u64 {
+    now_ns()
+}
+
 impl Drop for ApiSpan {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
-        if self.start != 0 && on() {
-            span_on("api", self.name, self.start, trace_args![], true);
+        if self.start != 0 {
+            api_end(self.name, self.start);
         }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn api_end(name: &'static str, start: u64) {
+    if on() {
+        span_on("api", name, start, trace_args![], true);
     }
 }
 
