@@ -407,11 +407,13 @@ impl Event {
         if !self.advance(status) {
             return None;
         }
-        crate::trace::instant(
-            "complete",
-            command_name(self.command_type),
-            crate::trace_args![("command", self.seq), ("status", status)],
-        );
+        if crate::trace::on() {
+            crate::trace::instant(
+                "complete",
+                command_name(self.command_type),
+                crate::trace_args![("command", self.seq), ("status", status)],
+            );
+        }
         let (keep, waited) = {
             let mut st = self.state.lock();
             self.done.notify_all();
@@ -547,15 +549,17 @@ impl Event {
             &crate::stats::COUNTERS.waiting_ns,
             start.elapsed().as_nanos() as u64,
         );
-        crate::trace::span(
-            "wait",
-            "wait",
-            traced,
-            crate::trace_args![
-                ("command", self.seq),
-                ("for", command_name(self.command_type))
-            ],
-        );
+        if traced != 0 {
+            crate::trace::span(
+                "wait",
+                "wait",
+                traced,
+                crate::trace_args![
+                    ("command", self.seq),
+                    ("for", command_name(self.command_type))
+                ],
+            );
+        }
         status
     }
 

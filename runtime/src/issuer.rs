@@ -123,8 +123,8 @@ pub struct JobInfo {
     /// Every dependency was done when it was scheduled: it completes after what is
     /// before it on its vendor queue and nothing else.
     pub free: bool,
-    /// The command's name and sequence number, for the trace.
-    pub name: &'static str,
+    /// The command's type and sequence number, for the trace.
+    pub command_type: cl_command_type,
     pub seq: u64,
 }
 
@@ -219,16 +219,18 @@ fn run_job(job: Job, handed: u64, share: bool, state: &mut IssuerState) {
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(state, share))).is_err() {
         tracing::error!("an issuer job panicked");
     }
-    crate::trace::span(
-        "issue",
-        job.info.name,
-        started,
-        crate::trace_args![
-            ("command", job.info.seq),
-            ("queued_ns", started.saturating_sub(handed)),
-            ("shares_a_later_event", share as u64)
-        ],
-    );
+    if started != 0 {
+        crate::trace::span(
+            "issue",
+            crate::event::command_name(job.info.command_type),
+            started,
+            crate::trace_args![
+                ("command", job.info.seq),
+                ("queued_ns", started.saturating_sub(handed)),
+                ("shares_a_later_event", share as u64)
+            ],
+        );
+    }
 }
 
 /// Spins for `spin` before parking on the channel.

@@ -241,16 +241,18 @@ impl Node {
     /// Queues a point-to-point transfer.
     pub fn transfer(&self, t: Transfer) {
         use crate::stats::{add, COUNTERS};
-        crate::trace::instant(
-            "transfer",
-            "transfer queued",
-            crate::trace_args![
-                ("direction", t.direction.name()),
-                ("peer", t.peer),
-                ("tag", t.tag),
-                ("bytes", t.len)
-            ],
-        );
+        if crate::trace::on() {
+            crate::trace::instant(
+                "transfer",
+                "transfer queued",
+                crate::trace_args![
+                    ("direction", t.direction.name()),
+                    ("peer", t.peer),
+                    ("tag", t.tag),
+                    ("bytes", t.len)
+                ],
+            );
+        }
         match t.direction {
             Direction::Send => {
                 add(&COUNTERS.sends, 1);

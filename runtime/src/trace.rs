@@ -4,7 +4,8 @@
 //! ranks, and the application's waits. `mirrorcl trace DIR` merges the ranks' files
 //! ([`merge`]) into one, one process per rank, on a common clock.
 //!
-//! Off, every hook is one relaxed atomic load ([`begin`] returns 0). On, each thread
+//! Off, every hook is one relaxed atomic load ([`begin`] returns 0, or [`on`] is false,
+//! and the call site skips the rest). On, each thread
 //! appends to its own buffer (a single writer, no lock per event: the buffer is
 //! published to the writer at exit by an atomic length), bounded at [`CAP`] events per
 //! thread (the file notes what was dropped); the files are written at exit (an `atexit`

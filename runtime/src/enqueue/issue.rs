@@ -65,7 +65,7 @@ pub(super) fn issue(device: &Device, cmd: VendorCommand) {
             .map(|d| Arc::as_ptr(d) as usize)
             .collect(),
         free,
-        name: crate::event::command_name(cmd.event.command_type),
+        command_type: cmd.event.command_type,
         seq: cmd.event.seq,
     };
     device.issuer().send(Job {

@@ -117,13 +117,11 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         &COUNTERS.scheduling_ns,
         scheduling.elapsed().as_nanos() as u64,
     );
-    let n = steps.len();
-    crate::trace::span(
-        "schedule",
-        command_name(cmd.command_type),
-        traced,
-        crate::trace_args![("command", event.seq), ("index", index), ("steps", n)],
-    );
+    if traced != 0 {
+        let (name, n) = (command_name(cmd.command_type), steps.len());
+        let args = crate::trace_args![("command", event.seq), ("index", index), ("steps", n)];
+        crate::trace::span("schedule", name, traced, args);
+    }
     // The steps that bring its bytes first among the rest: a command run on the host
     // copy (a map) also fails with them, so that a map whose bytes could not come (a
     // failure where they were, a host copy not allocated) fails on every rank.
