@@ -36,16 +36,21 @@ macro_rules! entry {
     ($(#[$m:meta])* fn $($rest:tt)+) => { entry!(@fn eager [$(#[$m])*] fn $($rest)+); };
     ($(#[$m:meta])* info $($rest:tt)+) => { entry!(@fn eager [$(#[$m])*] info $($rest)+); };
 
-    (@prologue eager) => { $crate::opencl_call };
-    (@prologue lazy) => { $crate::opencl_call_lazy };
-    (@prologue interpose) => { $crate::interposed_call };
+    // OpenCL calls are traced (`MIRRORCL_TRACE`) from entry to return.
+    (@prologue eager $name:ident) => {
+        || ($crate::ApiSpan::begin(stringify!($name)), $crate::opencl_call())
+    };
+    (@prologue lazy $name:ident) => {
+        || ($crate::ApiSpan::begin(stringify!($name)), $crate::opencl_call_lazy())
+    };
+    (@prologue interpose $name:ident) => { $crate::interposed_call };
 
     (@fn $mode:ident [$($attr:tt)*]
         fn $name:ident($($a:ident: $t:ty),* $(,)?) -> cl_int { $($body:tt)* }) => {
         $($attr)*
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> $crate::cl_int {
-            $crate::run_status(entry!(@prologue $mode), || -> $crate::ClResult<()> {
+            $crate::run_status(entry!(@prologue $mode $name), || -> $crate::ClResult<()> {
                 $($body)*
             })
         }
@@ -57,7 +62,7 @@ macro_rules! entry {
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t,)* errcode_ret: *mut $crate::cl_int) -> $ret {
             $crate::run_object_with_code(
-                entry!(@prologue $mode),
+                entry!(@prologue $mode $name),
                 errcode_ret,
                 || -> $crate::ClResult<($ret, $crate::cl_int)> { $($body)* },
             )
@@ -69,7 +74,7 @@ macro_rules! entry {
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t,)* errcode_ret: *mut $crate::cl_int) -> $ret {
             $crate::run_object(
-                entry!(@prologue $mode),
+                entry!(@prologue $mode $name),
                 errcode_ret,
                 || -> $crate::ClResult<$ret> { $($body)* },
             )
@@ -81,7 +86,7 @@ macro_rules! entry {
         $($attr)*
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> $ret {
-            $crate::run_value(entry!(@prologue $mode), $fallback, || -> $ret { $($body)* })
+            $crate::run_value(entry!(@prologue $mode $name), $fallback, || -> $ret { $($body)* })
         }
     };
     (@fn $mode:ident [$($attr:tt)*]
@@ -89,7 +94,7 @@ macro_rules! entry {
         $($attr)*
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) {
-            $crate::run_value(entry!(@prologue $mode), (), || { $($body)* })
+            $crate::run_value(entry!(@prologue $mode $name), (), || { $($body)* })
         }
     };
     (@fn $mode:ident [$($attr:tt)*]
@@ -120,6 +125,7 @@ mod replica;
 use mirrorcl_runtime::cl::cl_icd::_cl_icd_dispatch;
 pub(crate) use mirrorcl_runtime::cl::{cl_int, CL_OUT_OF_HOST_MEMORY, CL_SUCCESS};
 use mirrorcl_runtime::replica::Inside;
+pub(crate) use mirrorcl_runtime::trace::ApiSpan;
 pub(crate) use mirrorcl_runtime::ClResult;
 use std::ffi::{c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};

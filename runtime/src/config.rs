@@ -70,6 +70,9 @@ pub struct RuntimeSettings {
     pub variant: Variant,
     /// `MIRRORCL_STATS`: empty for none, `1` for a table at exit, else a JSON file path.
     pub stats: String,
+    /// `MIRRORCL_TRACE`: a directory each rank writes its trace to (`rank-<r>.json`,
+    /// Chrome trace-event JSON; `mirrorcl trace DIR` merges them); empty for none.
+    pub trace: String,
     /// Compare what every replica feeds the runtime at synchronisation points
     /// (`MIRRORCL_VERIFY=1`).
     pub verify: bool,
@@ -121,6 +124,7 @@ impl Default for RuntimeSettings {
             show_devices: false,
             variant: Variant::Full,
             stats: String::new(),
+            trace: String::new(),
             verify: false,
             host: String::new(),
         }
@@ -209,6 +213,9 @@ impl Config {
         }
         if let Some(v) = env("MIRRORCL_STATS") {
             config.runtime.stats = v;
+        }
+        if let Some(v) = env("MIRRORCL_TRACE") {
+            config.runtime.trace = v;
         }
         if let Some(v) = env("MIRRORCL_CPU_DEVICES") {
             config.devices.cpu = match v.as_str() {

@@ -407,6 +407,13 @@ impl Event {
         if !self.advance(status) {
             return None;
         }
+        if crate::trace::on() {
+            crate::trace::instant(
+                "complete",
+                command_name(self.command_type),
+                crate::trace_args![("command", self.seq), ("status", status)],
+            );
+        }
         let (keep, waited) = {
             let mut st = self.state.lock();
             self.done.notify_all();
@@ -536,11 +543,23 @@ impl Event {
             return self.status();
         }
         let start = Instant::now();
+        let traced = crate::trace::begin();
         let status = self.wait_inner();
         crate::stats::add(
             &crate::stats::COUNTERS.waiting_ns,
             start.elapsed().as_nanos() as u64,
         );
+        if traced != 0 {
+            crate::trace::span(
+                "wait",
+                "wait",
+                traced,
+                crate::trace_args![
+                    ("command", self.seq),
+                    ("for", command_name(self.command_type))
+                ],
+            );
+        }
         status
     }
 

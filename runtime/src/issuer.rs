@@ -123,6 +123,9 @@ pub struct JobInfo {
     /// Every dependency was done when it was scheduled: it completes after what is
     /// before it on its vendor queue and nothing else.
     pub free: bool,
+    /// The command's type and sequence number, for the trace.
+    pub command_type: cl_command_type,
+    pub seq: u64,
 }
 
 /// Runs a job; the flag says whether it shares a later command's vendor event.
@@ -133,13 +136,16 @@ pub struct Job {
     pub run: JobRun,
 }
 
+/// A job and when it was handed to the issuer (for the trace; 0: not traced).
+type Handed = (Job, u64);
+
 pub struct Issuer {
-    tx: Sender<Job>,
+    tx: Sender<Handed>,
 }
 
 impl Issuer {
     pub fn spawn(name: String) -> Issuer {
-        let (tx, rx) = unbounded::<Job>();
+        let (tx, rx) = unbounded::<Handed>();
         let spin = crate::platform::platform().config.spin();
         std::thread::Builder::new()
             .name(name)
@@ -153,13 +159,13 @@ impl Issuer {
 
     pub fn send(&self, job: Job) {
         // The issuer only stops when the process exits, so the channel stays open.
-        let _ = self.tx.send(job);
+        let _ = self.tx.send((job, crate::trace::begin()));
     }
 }
 
-fn run(rx: Receiver<Job>, spin: Duration) {
+fn run(rx: Receiver<Handed>, spin: Duration) {
     let mut state = IssuerState::default();
-    let mut batch: Vec<Job> = Vec::new();
+    let mut batch: Vec<Handed> = Vec::new();
     loop {
         match next_job(&rx, spin) {
             Some(job) => batch.push(job),
@@ -169,8 +175,8 @@ fn run(rx: Receiver<Job>, spin: Duration) {
             batch.push(job);
         }
         let share = sharing(&batch);
-        for (job, share) in batch.drain(..).zip(share) {
-            run_job(job, share, &mut state);
+        for ((job, handed), share) in batch.drain(..).zip(share) {
+            run_job(job, handed, share, &mut state);
         }
         state.flush();
     }
@@ -182,13 +188,13 @@ fn run(rx: Receiver<Job>, spin: Duration) {
 /// follows (a blocking job must find everything before it backed). The job that follows
 /// must be free of pending dependencies: otherwise the kernel's completion would wait
 /// for them, and they may wait for the kernel (through another device, or another rank).
-fn sharing(batch: &[Job]) -> Vec<bool> {
+fn sharing(batch: &[Handed]) -> Vec<bool> {
     let mut share = vec![false; batch.len()];
     // Per vendor queue, whether the next job of the batch on it is free.
     let mut later_queues: Vec<(usize, bool)> = Vec::new();
     let mut waited_for: rustc_hash::FxHashSet<usize> = Default::default();
     let mut blocking_later = false;
-    for (i, job) in batch.iter().enumerate().rev() {
+    for (i, (job, _)) in batch.iter().enumerate().rev() {
         let info = &job.info;
         let next = later_queues.iter_mut().find(|(q, _)| *q == info.vqueue);
         share[i] = info.may_share
@@ -205,16 +211,31 @@ fn sharing(batch: &[Job]) -> Vec<bool> {
     share
 }
 
-fn run_job(job: Job, share: bool, state: &mut IssuerState) {
+/// Runs a job; traced, its span is the vendor call, and says how long the job waited
+/// on this thread's channel since it was handed over.
+fn run_job(job: Job, handed: u64, share: bool, state: &mut IssuerState) {
+    let started = crate::trace::begin();
     let run = job.run;
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(state, share))).is_err() {
         tracing::error!("an issuer job panicked");
+    }
+    if started != 0 {
+        crate::trace::span(
+            "issue",
+            crate::event::command_name(job.info.command_type),
+            started,
+            crate::trace_args![
+                ("command", job.info.seq),
+                ("queued_ns", started.saturating_sub(handed)),
+                ("shares_a_later_event", share as u64)
+            ],
+        );
     }
 }
 
 /// Spins for `spin` (while a core is free: `crate::spin`) before parking on the
 /// channel.
-fn next_job(rx: &Receiver<Job>, spin: Duration) -> Option<Job> {
+fn next_job(rx: &Receiver<Handed>, spin: Duration) -> Option<Handed> {
     let mut spin = crate::spin::Spin::new(spin);
     loop {
         match rx.try_recv() {

@@ -26,6 +26,7 @@ pub mod replica;
 pub mod sampler;
 pub mod spin;
 pub mod stats;
+pub mod trace;
 pub mod vendor;
 pub mod verify;
 pub mod wire;

@@ -64,6 +64,13 @@ fn host_name() -> String {
 
 impl Node {
     fn init(config: &Config) -> Node {
+        crate::trace::init(&config.runtime.trace);
+        let node = Node::start(config);
+        crate::trace::place(node.rank, node.size, &node.host);
+        node
+    }
+
+    fn start(config: &Config) -> Node {
         let named = !config.runtime.host.is_empty();
         let host = if named {
             config.runtime.host.clone()
@@ -234,6 +241,18 @@ impl Node {
     /// Queues a point-to-point transfer.
     pub fn transfer(&self, t: Transfer) {
         use crate::stats::{add, COUNTERS};
+        if crate::trace::on() {
+            crate::trace::instant(
+                "transfer",
+                "transfer queued",
+                crate::trace_args![
+                    ("direction", t.direction.name()),
+                    ("peer", t.peer),
+                    ("tag", t.tag),
+                    ("bytes", t.len)
+                ],
+            );
+        }
         match t.direction {
             Direction::Send => {
                 add(&COUNTERS.sends, 1);
@@ -299,6 +318,8 @@ pub fn before_program_finalizes() {
     if let Some(node) = NODE.get() {
         node.comm.shut_down();
     }
+    // The trace so far (written again, complete, at exit).
+    crate::trace::write_now();
 }
 
 /// Lets the transfers in flight finish and releases MPI (see `Mpi::shut_down`).

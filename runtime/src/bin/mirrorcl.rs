@@ -1,5 +1,6 @@
 //! `mirrorcl`: run a program on a MirrorCL cluster (`run -n N -- ./app args`), show the
-//! cluster's devices (`devices`), check a machine (`doctor`); `mirrorcl --help`.
+//! cluster's devices (`devices`), check a machine (`doctor`), merge the ranks' traces of
+//! `MIRRORCL_TRACE` into one file (`trace DIR`); `mirrorcl --help`.
 //!
 //! `run` builds the launcher's line. Inside a Slurm allocation (`SLURM_JOB_ID` set,
 //! `srun` on PATH) that is `srun --mpi=pmix` (OpenMPI's direct launch through Slurm's
@@ -37,9 +38,39 @@ enum Cmd {
     /// Check this machine: vendor ICDs, ICD loader, the library, the launcher, MPI and its
     /// thread level
     Doctor(DoctorArgs),
+    /// Merge the ranks' traces of a `MIRRORCL_TRACE=DIR` run (DIR/rank-<r>.json) into one
+    /// Chrome trace-event file (Perfetto, chrome://tracing): one process per rank, on a
+    /// common clock
+    Trace(TraceArgs),
     /// Rank 0 prints the device table (what `devices -n N` runs on every rank)
     #[command(name = "__device-table", hide = true)]
     DeviceTable,
+}
+
+#[derive(Args)]
+struct TraceArgs {
+    /// The directory MIRRORCL_TRACE named
+    dir: PathBuf,
+    /// Where to write the merged trace (default: DIR/trace.json)
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+/// `mirrorcl trace DIR [-o FILE]`.
+fn trace(o: TraceArgs) -> Result<ExitCode, String> {
+    let merged = mirrorcl_runtime::trace::merge(&o.dir)?;
+    let out = o.output.unwrap_or_else(|| o.dir.join("trace.json"));
+    let events = merged["traceEvents"].as_array().map_or(0, Vec::len);
+    let ranks = merged["otherData"]["mirrorcl_ranks"]
+        .as_array()
+        .map_or(0, Vec::len);
+    let bytes = serde_json::to_vec(&merged).map_err(|e| e.to_string())?;
+    std::fs::write(&out, bytes).map_err(|e| format!("{}: {e}", out.display()))?;
+    println!(
+        "mirrorcl trace: {ranks} rank(s), {events} events -> {} (open in https://ui.perfetto.dev or chrome://tracing)",
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What `run` and `devices` need to start ranks.
@@ -660,6 +691,7 @@ fn main() -> ExitCode {
         Cmd::Run(o) => run(o),
         Cmd::Devices(o) => devices(o),
         Cmd::Doctor(o) => doctor(o),
+        Cmd::Trace(o) => trace(o),
         Cmd::DeviceTable => device_table(),
     };
     match result {

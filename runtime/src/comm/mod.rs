@@ -30,6 +30,16 @@ pub enum Direction {
     Discard,
 }
 
+impl Direction {
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Send => "send",
+            Direction::Recv => "receive",
+            Direction::Discard => "discard",
+        }
+    }
+}
+
 /// One point-to-point transfer. `ptr` must stay valid (and, for a send, unchanged) until
 /// `done` runs.
 ///

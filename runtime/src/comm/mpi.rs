@@ -120,6 +120,11 @@ impl Mpi {
         let data = world.duplicate();
         let alert = world.duplicate();
         let (local_rank, local_size) = host_group(&world, &host, named);
+        if crate::trace::on() {
+            // The point every rank's trace notes its clock at, for the merge.
+            world.barrier();
+            crate::trace::sync_point();
+        }
         let data_raw = RawComm(data.as_raw());
         let alert_raw = RawComm(alert.as_raw());
         // SAFETY: a live communicator; a failed transfer (a message longer than planned,
@@ -297,6 +302,8 @@ struct Active {
     failed: bool,
     transfer: Option<Transfer>,
     since: Instant,
+    /// When it was posted, for the trace (0: not traced).
+    traced: u64,
 }
 
 /// Transfers up to this size travel as one message, header and bytes (copied through
@@ -364,6 +371,7 @@ fn post(comm: RawComm, t: &Transfer) -> Result<Active, c_int> {
         failed: false,
         transfer: None,
         since: Instant::now(),
+        traced: 0,
     })
 }
 
@@ -452,6 +460,26 @@ fn complete(rank: u32, t: Transfer, status: i32) {
     }
 }
 
+/// A finished send or receive, from its posting to now, in the trace.
+fn trace_message(rank: u32, t: &Transfer, posted: u64, status: i32) {
+    if posted == 0 {
+        return;
+    }
+    let send = t.direction == Direction::Send;
+    let (from, to) = if send { (rank, t.peer) } else { (t.peer, rank) };
+    crate::trace::message(
+        send,
+        posted,
+        crate::trace::message_id(from, to, t.tag),
+        crate::trace_args![
+            ("peer", t.peer),
+            ("tag", t.tag),
+            ("bytes", t.len),
+            ("status", status)
+        ],
+    );
+}
+
 /// The progress thread's state.
 struct Progress {
     rank: u32,
@@ -517,8 +545,10 @@ fn progress_loop(
 
 impl Progress {
     fn start(&mut self, t: Transfer) {
+        let traced = crate::trace::begin();
         match post(self.comm, &t) {
             Ok(mut active) => {
+                active.traced = traced;
                 active.transfer = Some(t);
                 self.active.push_back(active);
             }
@@ -607,6 +637,7 @@ impl Progress {
                             }
                         }
                     };
+                    trace_message(self.rank, &t, done.traced, status);
                     complete(self.rank, t, status);
                 }
                 progressed = true;

@@ -65,6 +65,8 @@ pub(super) fn issue(device: &Device, cmd: VendorCommand) {
             .map(|d| Arc::as_ptr(d) as usize)
             .collect(),
         free,
+        command_type: cmd.event.command_type,
+        seq: cmd.event.seq,
     };
     device.issuer().send(Job {
         info,

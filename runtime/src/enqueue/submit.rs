@@ -122,6 +122,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let failing = cmd.wait_list.len();
     let mut deps = std::mem::take(&mut cmd.wait_list);
     let scheduling = std::time::Instant::now();
+    let traced = crate::trace::begin();
     add(&COUNTERS.commands_scheduled, 1);
     let mut steps = Vec::new();
     let conflicts = sched.schedule(at, stream, &accesses, &event, |step, step_deps| {
@@ -133,6 +134,11 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         &COUNTERS.scheduling_ns,
         scheduling.elapsed().as_nanos() as u64,
     );
+    if traced != 0 {
+        let (name, n) = (command_name(cmd.command_type), steps.len());
+        let args = crate::trace_args![("command", event.seq), ("index", index), ("steps", n)];
+        crate::trace::span("schedule", name, traced, args);
+    }
     // The steps that bring its bytes first among the rest: a command run on the host
     // copy (a map) also fails with them, so that a map whose bytes could not come (a
     // failure where they were, a host copy not allocated) fails on every rank.
