@@ -60,9 +60,16 @@ fn a_quick_run_of_every_part_writes_figures_plots_and_a_summary() {
 
     let results: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-    // The microbenchmark: every variant and MPI at 1 and 2 ranks, n^2 copies each.
+    // The microbenchmark: every variant, MPI and the vendor's one process at 1 and 2
+    // ranks (devices), n^2 copies each.
     let micro = results["micro"].as_array().unwrap();
-    assert_eq!(micro.len(), 8, "{micro:?}");
+    assert_eq!(micro.len(), 10, "{micro:?}");
+    assert!(
+        micro
+            .iter()
+            .any(|r| r["ranks"] == 2 && r["variant"] == "vendor"),
+        "{micro:?}"
+    );
     for r in micro {
         assert!(r["us_per_iteration"].as_f64().unwrap() > 0.0, "{r}");
     }

@@ -1,17 +1,21 @@
 //! The microbenchmark of section IV.7.2: every device's 16-byte buffer copied into every
 //! device's buffer with `clEnqueueCopyBuffer`, n^2 copies an iteration
 //! (`tests/c/cluster_alltoall.c`), in the thesis' three variants, next to the same
-//! exchange written by hand with MPI point-to-point calls (`benches/micro/alltoall_mpi.c`).
+//! exchange written by hand with MPI point-to-point calls (`benches/micro/alltoall_mpi.c`)
+//! and to the same program in one process on the vendor's own platform with all n
+//! devices in one context (one node, several GPUs: what a user would run instead).
 
 use crate::run::{rank_lines, require_pass, Runner};
 use serde_json::{json, Value};
 
 pub const VARIANTS: [&str; 3] = ["decentralization", "attach", "full"];
 pub const MPI: &str = "mpi";
+/// The program in one process on the vendor's platform, n devices in one context.
+pub const VENDOR: &str = "vendor";
 
 pub struct Row {
     pub ranks: usize,
-    /// One of `VARIANTS`, or `MPI`.
+    /// One of `VARIANTS`, `MPI` or `VENDOR`.
     pub variant: &'static str,
     pub iters: usize,
     /// Seconds of the copy loop on rank 0, one per repetition.
@@ -90,7 +94,7 @@ pub fn run(
     for &n in ranks {
         let mut these: Vec<Row> = VARIANTS
             .iter()
-            .chain([MPI].iter())
+            .chain([MPI, VENDOR].iter())
             .map(|&variant| Row {
                 ranks: n,
                 variant,
@@ -111,6 +115,16 @@ pub fn run(
                     let out = runner.native_mpi(n, "alltoall_mpi", &[], &[iters_env])?;
                     require_pass(&out, "alltoall_mpi", n)?;
                     row.runs.push(loop_seconds(&out.stdout)?);
+                } else if row.variant == VENDOR {
+                    let env = [iters_env, ("CTEST_EXPECT_DEVICES".into(), n.to_string())];
+                    // A comparison only: a vendor without n devices leaves the row out.
+                    match runner.native(n, "cluster_alltoall", &env) {
+                        Ok(out) => {
+                            require_pass(&out, "cluster_alltoall", 1)?;
+                            row.runs.push(loop_seconds(&out.stdout)?);
+                        }
+                        Err(e) => eprintln!("  micro: the vendor with {n} devices: {e}"),
+                    }
                 } else {
                     let stats = runner
                         .logs
@@ -129,7 +143,7 @@ pub fn run(
                 }
             }
         }
-        rows.extend(these);
+        rows.extend(these.into_iter().filter(|r| !r.runs.is_empty()));
     }
     Ok(rows)
 }
@@ -137,7 +151,7 @@ pub fn run(
 /// The Markdown table and the goals: full against decentralization-only, and against MPI.
 pub fn summary(rows: &[Row]) -> String {
     let mut t = String::from(
-        "| ranks | copies / iteration | decentralization µs/iter | + attach µs/iter | full µs/iter | hand-written MPI µs/iter | full vs decentralization | full / MPI (goal ≤ 3×) |\n|---|---|---|---|---|---|---|---|\n",
+        "| ranks | copies / iteration | decentralization µs/iter | + attach µs/iter | full µs/iter | hand-written MPI µs/iter | the vendor, one process µs/iter | full vs decentralization | full / MPI (goal ≤ 3×) | full / the vendor's one process |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut ranks: Vec<usize> = rows.iter().map(|r| r.ranks).collect();
     ranks.dedup();
@@ -147,11 +161,12 @@ pub fn summary(rows: &[Row]) -> String {
                 .find(|r| r.ranks == n && r.variant == v)
                 .map(|r| r.us_per_iter())
         };
-        let (d, a, f, m) = (
+        let (d, a, f, m, v) = (
             get(VARIANTS[0]),
             get(VARIANTS[1]),
             get(VARIANTS[2]),
             get(MPI),
+            get(VENDOR),
         );
         let cell = |x: Option<f64>| x.map(|v| format!("{v:.1}")).unwrap_or("–".into());
         let speedup = match (d, f) {
@@ -168,13 +183,18 @@ pub fn summary(rows: &[Row]) -> String {
             }
             _ => "–".into(),
         };
+        let vs_vendor = match (f, v) {
+            (Some(f), Some(v)) if v > 0.0 => format!("{:.2}×", f / v),
+            _ => "–".into(),
+        };
         t.push_str(&format!(
-            "| {n} | {} | {} | {} | {} | {} | {speedup} | {vs_mpi} |\n",
+            "| {n} | {} | {} | {} | {} | {} | {} | {speedup} | {vs_mpi} | {vs_vendor} |\n",
             n * n,
             cell(d),
             cell(a),
             cell(f),
-            cell(m)
+            cell(m),
+            cell(v)
         ));
     }
     t

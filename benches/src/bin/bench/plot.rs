@@ -39,6 +39,8 @@ pub fn all(out: &Path, results: &Value) -> Result<(), String> {
             .map(|&v| Series {
                 name: if v == "mpi" {
                     "hand-written MPI + OpenCL".into()
+                } else if v == "vendor" {
+                    "the vendor, one process, n devices".into()
                 } else {
                     format!("MirrorCL, {v}")
                 },
