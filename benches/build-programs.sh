@@ -10,6 +10,7 @@ cd "$root"
 cflags=(-O2 -std=c11 -pthread -Itests/c)
 cc "${cflags[@]}" -o "$out/cluster_alltoall" tests/c/cluster_alltoall.c -lOpenCL -lm
 cc "${cflags[@]}" -o "$out/bandwidth" benches/micro/bandwidth.c -lOpenCL -lm
+cc "${cflags[@]}" -o "$out/copy16" benches/micro/copy16.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/bandwidth_mpi" benches/micro/bandwidth_mpi.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/alltoall_mpi" benches/micro/alltoall_mpi.c -lOpenCL -lm
 for src in benches/apps/*.c; do
