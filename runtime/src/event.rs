@@ -308,7 +308,9 @@ impl Event {
             // Some vendors (PoCL 3.1) never call back for an event already complete
             // when the callback is registered, which the specification requires.
             Ok(()) => {
-                self.poll();
+                if !self.poll() && !self.has_user_callbacks() {
+                    crate::issuer::watch(self);
+                }
             }
             Err(rc) => {
                 // SAFETY: the callback was not registered, so the reference is still ours.
@@ -317,6 +319,11 @@ impl Event {
                 self.wait_vendor(vendor);
             }
         }
+    }
+
+    /// Application callbacks run where the vendor calls back, never on an issuer.
+    pub fn has_user_callbacks(&self) -> bool {
+        (self.state.lock().callbacks.iter()).any(|c| matches!(c, Callback::User { .. }))
     }
 
     /// Blocks in the vendor until its event is done, then completes this event.

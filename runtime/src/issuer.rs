@@ -163,7 +163,59 @@ impl Issuer {
     }
 }
 
+thread_local! {
+    /// On an issuer thread: the events of its commands that others wait on
+    /// asynchronously (a send after a read, a bridge to another vendor, a join), polled
+    /// while the issuer spins for its next job. NVIDIA reports a completion through its
+    /// callback thread some 20 µs after the fact; a poll that finds the event done
+    /// completes it here (the first final status wins, so the callback that comes later
+    /// does nothing).
+    static WATCHED: std::cell::RefCell<Option<Vec<Arc<Event>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Polls `event` on this thread while it spins, if this thread is an issuer (the vendor
+/// callback stays registered, for when the issuer parks).
+pub fn watch(event: &Arc<Event>) {
+    WATCHED.with(|w| {
+        if let Some(list) = w.borrow_mut().as_mut() {
+            list.push(event.clone());
+        }
+    });
+}
+
+/// Polls the watched events; whether one completed. Completions run callbacks, which
+/// may watch further events: the list is not borrowed meanwhile. An application
+/// callback added since runs where the vendor calls back, never on an issuer.
+fn poll_watched() -> bool {
+    let list = WATCHED.with(|w| w.borrow_mut().as_mut().map(std::mem::take));
+    let Some(list) = list.filter(|l| !l.is_empty()) else {
+        return false;
+    };
+    let before = list.len();
+    let pending: Vec<Arc<Event>> = (list.into_iter())
+        .filter(|e| !e.has_user_callbacks() && !e.poll())
+        .collect();
+    let progressed = pending.len() < before;
+    WATCHED.with(|w| {
+        if let Some(l) = w.borrow_mut().as_mut() {
+            l.extend(pending);
+        }
+    });
+    progressed
+}
+
+/// Stops watching: the issuer parks, and the vendor's callbacks complete what is left.
+fn forget_watched() {
+    WATCHED.with(|w| {
+        if let Some(l) = w.borrow_mut().as_mut() {
+            l.clear();
+        }
+    });
+}
+
 fn run(rx: Receiver<Handed>, spin: Duration) {
+    WATCHED.with(|w| *w.borrow_mut() = Some(Vec::new()));
     let mut state = IssuerState::default();
     let mut batch: Vec<Handed> = Vec::new();
     loop {
@@ -237,13 +289,20 @@ fn run_job(job: Job, handed: u64, share: bool, state: &mut IssuerState) {
 /// channel.
 fn next_job(rx: &Receiver<Handed>, spin: Duration) -> Option<Handed> {
     let mut spin = crate::spin::Spin::new(spin);
+    let mut turns = 0u32;
     loop {
         match rx.try_recv() {
             Ok(job) => return Some(job),
             Err(TryRecvError::Disconnected) => return None,
             Err(TryRecvError::Empty) => {}
         }
+        turns = turns.wrapping_add(1);
+        if turns.is_multiple_of(16) && poll_watched() {
+            spin.restart();
+            continue;
+        }
         if !spin.spinning() {
+            forget_watched();
             return rx.recv().ok();
         }
         std::hint::spin_loop();
