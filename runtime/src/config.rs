@@ -73,6 +73,9 @@ pub struct RuntimeSettings {
     /// `MIRRORCL_TRACE`: a directory each rank writes its trace to (`rank-<r>.json`,
     /// Chrome trace-event JSON; `mirrorcl trace DIR` merges them); empty for none.
     pub trace: String,
+    /// `MIRRORCL_RECORD`: a path `FILE`; every rank writes the stream its schedulers see
+    /// to `FILE.<rank>` (`record.rs`, for `mirrorcl-sim --replay`); empty for none.
+    pub record: String,
     /// Compare what every replica feeds the runtime at synchronisation points
     /// (`MIRRORCL_VERIFY=1`).
     pub verify: bool,
@@ -125,6 +128,7 @@ impl Default for RuntimeSettings {
             variant: Variant::Full,
             stats: String::new(),
             trace: String::new(),
+            record: String::new(),
             verify: false,
             host: String::new(),
         }
@@ -216,6 +220,9 @@ impl Config {
         }
         if let Some(v) = env("MIRRORCL_TRACE") {
             config.runtime.trace = v;
+        }
+        if let Some(v) = env("MIRRORCL_RECORD") {
+            config.runtime.record = v;
         }
         if let Some(v) = env("MIRRORCL_CPU_DEVICES") {
             config.devices.cpu = match v.as_str() {

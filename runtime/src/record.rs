@@ -16,10 +16,8 @@ use std::sync::OnceLock;
 fn file() -> Option<&'static Mutex<std::fs::File>> {
     static FILE: OnceLock<Option<Mutex<std::fs::File>>> = OnceLock::new();
     FILE.get_or_init(|| {
-        let base = std::env::var("MIRRORCL_RECORD")
-            .ok()
-            .filter(|s| !s.is_empty())?;
         let platform = crate::platform::platform();
+        let base = Some(&platform.config.runtime.record).filter(|s| !s.is_empty())?;
         let path = format!("{base}.{}", platform.rank);
         match std::fs::File::create(&path) {
             Ok(mut f) => {
