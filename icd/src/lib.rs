@@ -38,7 +38,7 @@ macro_rules! entry {
 
     // OpenCL calls are traced (`MIRRORCL_TRACE`) from entry to return.
     (@prologue eager $name:ident) => {
-        || ($crate::ApiSpan::begin(stringify!($name)), $crate::opencl_call())
+        || ($crate::ApiSpan::begin(stringify!($name)), $crate::opencl_call(stringify!($name)))
     };
     (@prologue lazy $name:ident) => {
         || ($crate::ApiSpan::begin(stringify!($name)), $crate::opencl_call_lazy())
@@ -143,12 +143,17 @@ pub(crate) fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
 }
 
 /// The prologue of an OpenCL entry point: counted, inside MirrorCL until the returned
-/// guard drops (what vendors do meanwhile is not the application's), and the platform
-/// initialised.
+/// guard drops (what vendors do meanwhile is not the application's), the platform
+/// initialised, and, for the application's own calls, its host threads taking turns
+/// (`mirrorcl_runtime::host_threads`).
 #[inline]
-pub(crate) fn opencl_call() -> Inside {
+pub(crate) fn opencl_call(name: &'static str) -> Inside {
+    let nested = mirrorcl_runtime::replica::inside_mirrorcl();
     let inside = opencl_call_lazy();
     platform();
+    if !nested {
+        mirrorcl_runtime::host_threads::check(name);
+    }
     inside
 }
 

@@ -754,6 +754,11 @@ thread_local! {
     static IN_CALLBACK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
+/// Whether this thread is running an application event callback.
+pub fn in_callback() -> bool {
+    IN_CALLBACK.try_with(|d| d.get() > 0).unwrap_or(false)
+}
+
 /// While it lives, this thread runs an application event callback.
 struct InCallback(());
 

@@ -11,6 +11,7 @@ pub mod device;
 pub mod enqueue;
 pub mod event;
 pub mod history;
+pub mod host_threads;
 pub mod image;
 pub mod issuer;
 pub mod kernel;

@@ -42,6 +42,11 @@ pub fn init_alone() -> &'static Node {
     NODE.get_or_init(|| Node::init(&Config::load().unwrap_or_default()))
 }
 
+/// Whether this process is one rank of several, without setting the node up.
+pub fn is_cluster_now() -> bool {
+    NODE.get().is_some_and(|n| n.size > 1)
+}
+
 /// This rank's node.
 pub fn node() -> &'static Node {
     match NODE.get() {

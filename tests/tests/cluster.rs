@@ -231,3 +231,35 @@ fn host_reads_relay_without_growing_any_ranks_sends() {
         "the most any rank sends: {four} bytes at 4 ranks, {eight} at 8"
     );
 }
+
+/// One host thread per device (issue 16). Taking turns (each thread joined before the
+/// next starts) runs on a cluster, bit-exact on every rank. All at once it is correct in
+/// one process, and in a cluster, until interleaved threads are supported, the job ends
+/// at the first interleaved call with the rule named, instead of hanging.
+#[test]
+fn host_threads_take_turns_or_the_job_says_why() {
+    for (ranks, devs) in [(2, 1), (2, 2), (3, 1)] {
+        check_cluster("cluster_threads", ranks, devs, &[]);
+    }
+    let concurrent = [("THREADS_MODE", "concurrent")];
+    for way in [Way::Native, Way::Preload] {
+        mirrorcl_tests::check_program_with("cluster_threads", way, 3, &concurrent);
+    }
+    let out = run_cluster("cluster_threads", 2, 2, &concurrent).expect("mpirun runs");
+    assert!(
+        !out.status.is_some_and(|s| s.success()),
+        "interleaved threads must end the job\n{}",
+        out.report()
+    );
+    assert!(
+        out.elapsed.as_secs() < 60,
+        "the job ended at once, not at a deadline\n{}",
+        out.report()
+    );
+    let said = out.all_stderr() + &out.mpirun_output;
+    assert!(
+        said.contains("host threads must take turns"),
+        "the rule is named\n{}",
+        out.report()
+    );
+}
