@@ -36,7 +36,7 @@ echo "== device table, GPUs only"
 mpirun -np "$ranks" --bind-to none -x LD_PRELOAD="$lib" -x MIRRORCL_PLATFORMS=NVIDIA \
   -x MIRRORCL_SHOW_DEVICES=1 "$gpu/bin/platform_device" 2>&1 | grep -A9 "MirrorCL: $ranks rank"
 echo "== test programs: $ranks ranks, one GPU each (NVIDIA OpenCL)"
-for prog in ${PROGRAMS:-cluster_vecadd cluster_turns cluster_stencil cluster_control cluster_build cluster_big cluster_attach cluster_alltoall vecadd_multi platform_device context buffers program_kernel events errors pingpong cluster_hybrid}; do
+for prog in ${PROGRAMS:-cluster_vecadd cluster_turns cluster_stencil cluster_control cluster_build cluster_big cluster_attach cluster_alltoall cluster_threads vecadd_multi platform_device context buffers program_kernel events errors pingpong cluster_hybrid}; do
   [ -x "$gpu/bin/$prog" ] || continue
   run gpu "$ranks" "$prog" -x MIRRORCL_PLATFORMS=NVIDIA
 done
