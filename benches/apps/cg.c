@@ -149,20 +149,54 @@ typedef struct {
     cl_kernel spmv, dot, step, direction;
 } gpu_t;
 
+/* Kernels on device d: q = A p; partial sums of a.b (a from a_off, len elements);
+ * x += alpha p, r -= alpha q; p = r + beta p (its event in ev, if not NULL). */
+static void enqueue_spmv(gpu_t *g, cl_uint d)
+{
+    size_t global[2] = {g->s->n, g->s->rows[d]};
+    MUST(clSetKernelArg(g->spmv, 0, sizeof(cl_mem), &g->q[d]));
+    MUST(clSetKernelArg(g->spmv, 1, sizeof(cl_mem), &g->p[d]));
+    MUST(clEnqueueNDRangeKernel(g->app->q[d], g->spmv, 2, NULL, global, NULL, 0, NULL, NULL));
+}
+
+static void enqueue_dot(gpu_t *g, cl_uint d, cl_mem a, int a_off, cl_mem b, int len)
+{
+    size_t global = g->nparts[d];
+    MUST(clSetKernelArg(g->dot, 0, sizeof(cl_mem), &g->part[d]));
+    MUST(clSetKernelArg(g->dot, 1, sizeof(cl_mem), &a));
+    MUST(clSetKernelArg(g->dot, 2, sizeof a_off, &a_off));
+    MUST(clSetKernelArg(g->dot, 3, sizeof(cl_mem), &b));
+    MUST(clSetKernelArg(g->dot, 4, sizeof len, &len));
+    MUST(clEnqueueNDRangeKernel(g->app->q[d], g->dot, 1, NULL, &global, NULL, 0, NULL, NULL));
+}
+
+static void enqueue_step(gpu_t *g, cl_uint d, double alpha)
+{
+    size_t global = g->s->rows[d] * g->s->n;
+    MUST(clSetKernelArg(g->step, 0, sizeof(cl_mem), &g->x[d]));
+    MUST(clSetKernelArg(g->step, 1, sizeof(cl_mem), &g->r[d]));
+    MUST(clSetKernelArg(g->step, 2, sizeof(cl_mem), &g->p[d]));
+    MUST(clSetKernelArg(g->step, 3, sizeof(cl_mem), &g->q[d]));
+    MUST(clSetKernelArg(g->step, 5, sizeof alpha, &alpha));
+    MUST(clEnqueueNDRangeKernel(g->app->q[d], g->step, 1, NULL, &global, NULL, 0, NULL, NULL));
+}
+
+static void enqueue_direction(gpu_t *g, cl_uint d, double beta, cl_event *ev)
+{
+    size_t global = g->s->rows[d] * g->s->n;
+    MUST(clSetKernelArg(g->direction, 0, sizeof(cl_mem), &g->p[d]));
+    MUST(clSetKernelArg(g->direction, 1, sizeof(cl_mem), &g->r[d]));
+    MUST(clSetKernelArg(g->direction, 3, sizeof beta, &beta));
+    MUST(clEnqueueNDRangeKernel(g->app->q[d], g->direction, 1, NULL, &global, NULL, 0, NULL, ev));
+}
+
 /* a.b over every device (a_off: a's first element of the slice), summed as
  * ref_dot does. */
 static double device_dot(gpu_t *g, cl_mem *a, int a_off, cl_mem *b)
 {
     const split_t *s = g->s;
-    for (size_t d = 0; d < s->ndev; d++) {
-        int len = (int)(s->rows[d] * s->n);
-        MUST(clSetKernelArg(g->dot, 0, sizeof(cl_mem), &g->part[d]));
-        MUST(clSetKernelArg(g->dot, 1, sizeof(cl_mem), &a[d]));
-        MUST(clSetKernelArg(g->dot, 2, sizeof a_off, &a_off));
-        MUST(clSetKernelArg(g->dot, 3, sizeof(cl_mem), &b[d]));
-        MUST(clSetKernelArg(g->dot, 4, sizeof len, &len));
-        size_t global = g->nparts[d];
-        MUST(clEnqueueNDRangeKernel(g->app->q[d], g->dot, 1, NULL, &global, NULL, 0, NULL, NULL));
+    for (cl_uint d = 0; d < s->ndev; d++) {
+        enqueue_dot(g, d, a[d], a_off, b[d], (int)(s->rows[d] * s->n));
         MUST(clEnqueueReadBuffer(g->app->q[d], g->part[d], CL_FALSE, 0, g->nparts[d] * sizeof(double),
                                  g->host_parts[d], 0, NULL, NULL));
     }
@@ -237,32 +271,15 @@ int main(void)
     if (app.warmup) {
         /* Each kernel once per device with its timed NDRange, on buffers the timed
          * phase sets again before reading: alpha = beta = 0, dot products of nothing. */
-        double nothing = 0.0;
-        int none = 0;
         for (cl_uint d = 0; d < app.ndev; d++) {
-            size_t len = s.rows[d] * n, global2[2] = {n, s.rows[d]}, parts = g.nparts[d];
+            size_t len = s.rows[d] * n;
             MUST(clEnqueueFillBuffer(app.q[d], g.p[d], &zero, sizeof zero, 0, (s.rows[d] + 2) * row, 0, NULL, NULL));
             MUST(clEnqueueFillBuffer(app.q[d], g.x[d], &zero, sizeof zero, 0, len * sizeof(double), 0, NULL, NULL));
             MUST(clEnqueueFillBuffer(app.q[d], g.r[d], &zero, sizeof zero, 0, len * sizeof(double), 0, NULL, NULL));
-            MUST(clSetKernelArg(g.spmv, 0, sizeof(cl_mem), &g.q[d]));
-            MUST(clSetKernelArg(g.spmv, 1, sizeof(cl_mem), &g.p[d]));
-            MUST(clEnqueueNDRangeKernel(app.q[d], g.spmv, 2, NULL, global2, NULL, 0, NULL, NULL));
-            MUST(clSetKernelArg(g.dot, 0, sizeof(cl_mem), &g.part[d]));
-            MUST(clSetKernelArg(g.dot, 1, sizeof(cl_mem), &g.r[d]));
-            MUST(clSetKernelArg(g.dot, 2, sizeof none, &none));
-            MUST(clSetKernelArg(g.dot, 3, sizeof(cl_mem), &g.r[d]));
-            MUST(clSetKernelArg(g.dot, 4, sizeof none, &none));
-            MUST(clEnqueueNDRangeKernel(app.q[d], g.dot, 1, NULL, &parts, NULL, 0, NULL, NULL));
-            MUST(clSetKernelArg(g.step, 0, sizeof(cl_mem), &g.x[d]));
-            MUST(clSetKernelArg(g.step, 1, sizeof(cl_mem), &g.r[d]));
-            MUST(clSetKernelArg(g.step, 2, sizeof(cl_mem), &g.p[d]));
-            MUST(clSetKernelArg(g.step, 3, sizeof(cl_mem), &g.q[d]));
-            MUST(clSetKernelArg(g.step, 5, sizeof nothing, &nothing));
-            MUST(clEnqueueNDRangeKernel(app.q[d], g.step, 1, NULL, &len, NULL, 0, NULL, NULL));
-            MUST(clSetKernelArg(g.direction, 0, sizeof(cl_mem), &g.p[d]));
-            MUST(clSetKernelArg(g.direction, 1, sizeof(cl_mem), &g.r[d]));
-            MUST(clSetKernelArg(g.direction, 3, sizeof nothing, &nothing));
-            MUST(clEnqueueNDRangeKernel(app.q[d], g.direction, 1, NULL, &len, NULL, 0, NULL, NULL));
+            enqueue_spmv(&g, d);
+            enqueue_dot(&g, d, g.r[d], 0, g.r[d], 0);
+            enqueue_step(&g, d, 0.0);
+            enqueue_direction(&g, d, 0.0, NULL);
         }
         app_finish_all(&app);
     }
@@ -294,32 +311,16 @@ int main(void)
                 if (updated[d])
                     MUST(clReleaseEvent(updated[d]));
                 updated[d] = NULL;
-                size_t global[2] = {n, s.rows[d]};
-                MUST(clSetKernelArg(g.spmv, 0, sizeof(cl_mem), &g.q[d]));
-                MUST(clSetKernelArg(g.spmv, 1, sizeof(cl_mem), &g.p[d]));
-                MUST(clEnqueueNDRangeKernel(app.q[d], g.spmv, 2, NULL, global, NULL, 0, NULL, NULL));
+                enqueue_spmv(&g, d);
             }
             double alpha = rr / device_dot(&g, g.p, in, g.q);
-            for (cl_uint d = 0; d < app.ndev; d++) {
-                size_t global = s.rows[d] * n;
-                MUST(clSetKernelArg(g.step, 0, sizeof(cl_mem), &g.x[d]));
-                MUST(clSetKernelArg(g.step, 1, sizeof(cl_mem), &g.r[d]));
-                MUST(clSetKernelArg(g.step, 2, sizeof(cl_mem), &g.p[d]));
-                MUST(clSetKernelArg(g.step, 3, sizeof(cl_mem), &g.q[d]));
-                MUST(clSetKernelArg(g.step, 5, sizeof alpha, &alpha));
-                MUST(clEnqueueNDRangeKernel(app.q[d], g.step, 1, NULL, &global, NULL, 0, NULL, NULL));
-            }
+            for (cl_uint d = 0; d < app.ndev; d++)
+                enqueue_step(&g, d, alpha);
             double rr_new = device_dot(&g, g.r, 0, g.r);
             double beta = rr_new / rr;
             rr = rr_new;
-            for (cl_uint d = 0; d < app.ndev; d++) {
-                size_t global = s.rows[d] * n;
-                MUST(clSetKernelArg(g.direction, 0, sizeof(cl_mem), &g.p[d]));
-                MUST(clSetKernelArg(g.direction, 1, sizeof(cl_mem), &g.r[d]));
-                MUST(clSetKernelArg(g.direction, 3, sizeof beta, &beta));
-                MUST(clEnqueueNDRangeKernel(app.q[d], g.direction, 1, NULL, &global, NULL, 0, NULL,
-                                            &updated[d]));
-            }
+            for (cl_uint d = 0; d < app.ndev; d++)
+                enqueue_direction(&g, d, beta, &updated[d]);
         }
         app_finish_all(&app);
         for (cl_uint d = 0; d < app.ndev; d++)

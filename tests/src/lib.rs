@@ -936,7 +936,19 @@ pub fn check_cluster(
     devices: u32,
     extra_env: &[(&str, &str)],
 ) -> ClusterOutput {
-    let out = run_cluster(prog, ranks, devices, extra_env)
+    check_cluster_wrapped(prog, &[], ranks, devices, extra_env)
+}
+
+/// [`check_cluster`] with the program started through `wrapper`
+/// ([`run_cluster_wrapped`]).
+pub fn check_cluster_wrapped(
+    prog: &str,
+    wrapper: &[&str],
+    ranks: u32,
+    devices: u32,
+    extra_env: &[(&str, &str)],
+) -> ClusterOutput {
+    let out = run_cluster_wrapped(prog, Way::Preload, wrapper, ranks, devices, extra_env)
         .unwrap_or_else(|e| panic!("{prog} ({ranks} ranks x {devices} devices): {e}"));
     assert!(out.passed(), "{}", out.report());
     println!(

@@ -4,7 +4,7 @@
 //! hosts. Each "host" shows two PoCL CPU devices, split among its ranks like a node's
 //! GPUs (`MIRRORCL_CPU_DEVICES=split`).
 
-use mirrorcl_tests::{run_cluster_wrapped, ClusterOutput, Way};
+use mirrorcl_tests::{check_cluster_wrapped, ClusterOutput};
 
 /// Rank r is on "host<r / 2>"; a rank listed in `deviceless` is on "login" and has no
 /// vendor platform at all (its ICD directory does not exist), like a login node.
@@ -32,14 +32,7 @@ fn run_on_hosts(prog: &str, ranks: u32, wrapper: &[String], expect_devices: u32)
         ("OMPI_MCA_btl", "tcp,self"),
         ("OMPI_MCA_pml", "ob1"),
     ];
-    let out = run_cluster_wrapped(prog, Way::Preload, &wrapper, ranks, 2, &env)
-        .unwrap_or_else(|e| panic!("{prog} on {ranks} ranks: {e}"));
-    assert!(out.passed(), "{}", out.report());
-    println!(
-        "{prog} ({ranks} ranks, bytes over TCP): PASS in {:.2} s",
-        out.elapsed.as_secs_f64()
-    );
-    out
+    check_cluster_wrapped(prog, &wrapper, ranks, 2, &env)
 }
 
 /// Rank 0's device table: (owner rank, host) per device.

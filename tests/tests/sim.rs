@@ -8,11 +8,6 @@ use mirrorcl_scheduler::Variant;
 use mirrorcl_tests::{cluster_figures, target_dir};
 use serde_json::Value;
 
-/// Every rank's figures of a real run of `prog` (one PoCL device per rank).
-fn real(prog: &str, ranks: u32, env: &[(&str, &str)]) -> Vec<Value> {
-    cluster_figures(prog, ranks, 1, env)
-}
-
 fn compare(what: &str, real: &[Value], simulated: &[(u32, Figures, Vec<Figures>)]) {
     assert_eq!(real.len(), simulated.len(), "{what}: rank count");
     for (r, f, _) in simulated {
@@ -31,7 +26,7 @@ fn check(prog: &str, workload: Workload, ranks: u32, variant: Variant, env: &[(&
     let v = variant_name(variant);
     let mut env = env.to_vec();
     env.push(("MIRRORCL_VARIANT", v));
-    let real = real(prog, ranks, &env);
+    let real = cluster_figures(prog, ranks, 1, &env);
     let sim = simulate(ranks, variant, 2, None, &|out| workload.emit(ranks, 1, out));
     compare(&format!("{prog}, {ranks} ranks, {v}"), &real, &sim);
 }

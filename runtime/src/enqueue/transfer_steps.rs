@@ -476,18 +476,23 @@ fn receive_host_copy(
             bytes.what(piece),
             Some(root.clone()),
         );
-        // A failed arrival is passed on as the failure, without bytes.
-        let piece_done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
-        remote::send_when_done(
-            &received,
-            piece_done.clone(),
-            piece_peers(&mut forward, i, n),
-            span,
-            bytes.what(piece),
-            Some(root.clone()),
-        );
-        let arrive = arrive.clone();
-        piece_done.on_done(arrive);
+        // A rank at the end of the relay is done with a piece when it has arrived.
+        let piece_done = if forward.is_empty() {
+            received
+        } else {
+            // A failed arrival is passed on as the failure, without bytes.
+            let sent = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
+            remote::send_when_done(
+                &received,
+                sent.clone(),
+                piece_peers(&mut forward, i, n),
+                span,
+                bytes.what(piece),
+                Some(root.clone()),
+            );
+            sent
+        };
+        piece_done.on_done(arrive.clone());
     }
     Ok(done)
 }

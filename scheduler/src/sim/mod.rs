@@ -203,6 +203,20 @@ impl Context {
     }
 }
 
+/// This rank's messages when `owner` shares `len` bytes, in `pieces` messages per hop,
+/// down the relay (`crate::relay`); whether this rank receives them (is not the owner).
+fn count_relay(f: &mut Figures, owner: u32, ranks: u32, rank: u32, len: u64, pieces: u64) -> bool {
+    let relay = crate::relay::host_copy_relay(owner, ranks, rank, len);
+    let to = relay.to.len() as u64;
+    f.sends += pieces * to;
+    f.bytes_sent += len * to;
+    if relay.from.is_some() {
+        f.receives += pieces;
+        f.bytes_received += len;
+    }
+    relay.from.is_some()
+}
+
 /// This rank's part in a planned step (Table IV.1), counted as the runtime counts it
 /// (`enqueue/transfer_steps.rs`).
 fn count_step(f: &mut Figures, sched: &Scheduler<u32>, rank: u32, ranks: u32, step: &Step) {
@@ -229,14 +243,9 @@ fn count_step(f: &mut Figures, sched: &Scheduler<u32>, rank: u32, ranks: u32, st
         (Some(s), None) => {
             // Down the relay: the owner reads, every rank receives from one and passes
             // the pieces on to the ranks after it.
-            let relay = crate::relay::host_copy_relay(s, ranks, rank, len);
-            let to = relay.to.len() as u64;
-            f.sends += n * to;
-            f.bytes_sent += len * to;
-            if relay.from.is_some() {
-                f.receives += n;
-                f.bytes_received += len;
-            } else {
+            // The owner reads each piece from its device.
+            let receives = count_relay(f, s, ranks, rank, len, n);
+            if !receives {
                 f.step_device_ops += n;
             }
         }
@@ -414,14 +423,7 @@ impl Rank {
         }
         // A read's bytes go down the relay from the owner, one message per hop.
         if let (Work::Vendor, Some(len)) = (cmd.work, shared) {
-            let relay = crate::relay::host_copy_relay(desc.owner, ranks, rank, len);
-            let to = relay.to.len() as u64;
-            f.sends += to;
-            f.bytes_sent += len * to;
-            if relay.from.is_some() {
-                f.receives += 1;
-                f.bytes_received += len;
-            }
+            count_relay(f, desc.owner, ranks, rank, len, 1);
         }
     }
 }
