@@ -4,7 +4,9 @@
 //! `rand`/`random`/`lrand48`/`mrand48`/`drand48` (vendors' calls kept off the
 //! application's streams), and
 //! `MPI_Init`/`MPI_Init_thread`/`MPI_Finalize` for a hybrid program seeded before it
-//! initialised MPI itself (MirrorCL then owns MPI; the program's calls leave it alone).
+//! initialised MPI itself (MirrorCL then owns MPI; the program's calls leave it alone),
+//! and `pthread_create`, which names the program's threads so that each has its own
+//! tags and history on every rank (`mirrorcl_runtime::host_threads`).
 //! Each finds the real function with `dlsym(RTLD_NEXT)`.
 
 use mirrorcl_runtime::replica;
@@ -219,6 +221,23 @@ entry! {
             // SAFETY: MPI's own finalisation.
             Some(f) => unsafe { f() },
             None => 1,
+        }
+    }
+}
+
+entry! {
+    interpose fn pthread_create(
+        thread: *mut libc::pthread_t,
+        attr: *const libc::pthread_attr_t,
+        routine: mirrorcl_runtime::host_threads::StartRoutine,
+        arg: *mut c_void,
+    ) -> c_int = libc::EAGAIN; {
+        match real!(c"pthread_create", mirrorcl_runtime::host_threads::PthreadCreate) {
+            // SAFETY: forwarded as given, the new thread named on the way.
+            Some(f) => unsafe {
+                mirrorcl_runtime::host_threads::create(f, thread, attr, routine, arg)
+            },
+            None => libc::EAGAIN,
         }
     }
 }

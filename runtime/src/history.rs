@@ -10,9 +10,12 @@
 //! they change results, not messages, and a rank may legitimately compute an argument
 //! of a kernel that runs elsewhere differently. `MIRRORCL_VERIFY` checks those.
 //!
+//! Each host thread the program names has its own history (`host_threads`).
+//!
 //! The last [`KEPT`] entries are kept in compact form for the report of the first one
 //! that differs.
 
+use crate::host_threads::SLOTS;
 use crate::verify::hash_bytes;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -96,16 +99,20 @@ struct History {
     kept: VecDeque<Kept>,
 }
 
-static HISTORY: Mutex<History> = Mutex::new(History {
-    stamp: Stamp {
-        entries: 0,
-        digest: 0,
-    },
-    kept: VecDeque::new(),
-});
+/// One history per host-thread slot (`host_threads`): a thread's calls are in the same
+/// order on every rank, the interleaving of threads is not.
+static HISTORY: [Mutex<History>; SLOTS] = [const {
+    Mutex::new(History {
+        stamp: Stamp {
+            entries: 0,
+            digest: 0,
+        },
+        kept: VecDeque::new(),
+    })
+}; SLOTS];
 
 fn fold(hash: u64, what: What) {
-    let mut h = HISTORY.lock();
+    let mut h = HISTORY[crate::host_threads::slot()].lock();
     h.stamp.entries += 1;
     h.stamp.digest = hash_bytes(h.stamp.digest, &hash.to_le_bytes());
     if h.kept.len() == KEPT {
@@ -174,12 +181,12 @@ pub fn note_call(name: &'static str, parts: &[u64]) {
 
 /// Where this rank stands now.
 pub fn stamp() -> Stamp {
-    HISTORY.lock().stamp
+    HISTORY[crate::host_threads::slot()].lock().stamp
 }
 
 /// The kept entries, for a report (a wire message to another rank, or this rank's own).
 pub fn recent() -> Vec<crate::wire::HistoryEntry> {
-    let h = HISTORY.lock();
+    let h = HISTORY[crate::host_threads::slot()].lock();
     h.kept
         .iter()
         .map(|k| crate::wire::HistoryEntry {

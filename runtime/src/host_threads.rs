@@ -1,23 +1,210 @@
-//! In a cluster every rank must make the same OpenCL calls in the same order. Host
-//! threads that interleave their calls do so differently on each rank, so the ranks'
-//! tags and plans stop matching and their transfers never pair (issue 16). Until such
-//! programs are supported, the first interleaving is named, with the rule, and ends the
-//! job at once, instead of a hang until the deadline.
+//! Host programs with several threads (issue 16). In a cluster every rank runs the
+//! whole host program, but its threads interleave their OpenCL calls differently on
+//! each rank. What must agree between ranks is therefore named per thread, not by the
+//! global call order:
 //!
-//! The rule: one host thread at a time. A thread may call OpenCL while another has
-//! called since this one's previous call only if that other thread has ended (the
-//! program joined it). A thread that starts calling takes over; threads joined right
-//! after their work, or a worker that does all the OpenCL work while the main thread
-//! waits, follow the rule. Calls from application event callbacks and from MirrorCL's
-//! own threads do not count; a single process is not concerned.
+//! - **A thread's slot.** MirrorCL stands in for `pthread_create` (preloaded, it sees
+//!   the program's threads start). The main thread is slot 0; the k-th thread the main
+//!   thread creates outside MirrorCL (C's `pthread_create`, C++'s `std::thread`,
+//!   OpenMP's team) is slot `1 + k % (SLOTS - 1)`, the same on every rank because the
+//!   main thread creates them in program order. Threads of MPI, the vendors and
+//!   MirrorCL itself are not counted.
+//! - **Per slot:** the tags of messages between each pair of ranks (`Node::tag_with`),
+//!   the call history whose stamps messages and collectives compare (`history`), the
+//!   ids of the buffers the thread creates ([`next_id`]), and collectives, which a
+//!   thread other than the main one runs as point-to-point messages under its own tags
+//!   (`Node::all_gather`). The scheduler's plans depend only on each buffer's past
+//!   accesses, which the program itself orders (or it races even in one process), so
+//!   they agree too.
+//! - **Races** between threads on one buffer are reported with both calls
+//!   (`memory::Buffer::check_race`): a command of one thread that touches bytes another
+//!   thread's command wrote (or reads bytes this one writes) must be ordered after it by
+//!   OpenCL's own means: a wait list, or a host wait (`clFinish`, `clWaitForEvents`, a
+//!   blocking command, a status polled as complete) before it was enqueued.
+//!
+//! A slot is reused once its previous thread has ended (joined); its counters go on.
+//! Threads MirrorCL cannot name (created by a thread other than the main one, or every
+//! thread when the library is loaded by the ICD loader rather than preloaded) share
+//! slot 0 with the main thread, and then must take turns: one at a time, the next only
+//! after the previous one ended. The first call that breaks that rule is named, with
+//! the rule, and ends the job, instead of a hang until the deadline. Calls from
+//! application event callbacks and from MirrorCL's own threads do not count; a single
+//! process is not concerned.
 
 use parking_lot::Mutex;
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// The serial of the thread that made the last counted call (0: none yet).
+/// How many threads can be named at once (slot 0 is the main thread's).
+pub const SLOTS: usize = 64;
+
+/// A slot's number sits in the top bits of per-slot counters (tags, buffer ids).
+pub const SLOT_SHIFT: u32 = 40;
+
+/// This thread's slot: unknown until asked, then a slot or `UNNAMED`.
+const UNKNOWN: u16 = u16::MAX;
+const UNNAMED: u16 = u16::MAX - 1;
+
+thread_local! {
+    static SLOT: Cell<u16> = const { Cell::new(UNKNOWN) };
+    /// Marks the slot free again when the thread holding it ends.
+    static HOLDER: Holder = const { Holder(Cell::new(None)) };
+}
+
+/// Whether each slot's thread is still running.
+static HELD: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
+/// Threads the main thread created outside MirrorCL.
+static CREATED_BY_MAIN: AtomicU64 = AtomicU64::new(0);
+/// Per slot, the last id [`next_id`] gave.
+static IDS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+
+struct Holder(Cell<Option<u16>>);
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.get() {
+            HELD[s as usize].store(false, Ordering::Release);
+        }
+    }
+}
+
+fn is_main_thread() -> bool {
+    // SAFETY: getpid and gettid take no arguments and cannot fail.
+    unsafe { libc::getpid() as libc::c_long == libc::syscall(libc::SYS_gettid) }
+}
+
+/// This thread's slot, `None` for a thread MirrorCL could not name.
+pub fn named_slot() -> Option<usize> {
+    let s = SLOT.try_with(|s| {
+        if s.get() == UNKNOWN {
+            s.set(if is_main_thread() { 0 } else { UNNAMED });
+        }
+        s.get()
+    });
+    match s {
+        Ok(s) if s != UNNAMED => Some(s as usize),
+        _ => None,
+    }
+}
+
+/// The slot whose counters this thread uses: its own, or the main thread's.
+pub fn slot() -> usize {
+    named_slot().unwrap_or(0)
+}
+
+/// A fresh id, the same on every rank for the same call of the same thread.
+pub fn next_id() -> u64 {
+    let s = slot();
+    let n = IDS[s].fetch_add(1, Ordering::Relaxed) + 1;
+    (s as u64) << SLOT_SHIFT | n
+}
+
+/// A start routine as `pthread_create` takes it.
+pub type StartRoutine = unsafe extern "C-unwind" fn(*mut c_void) -> *mut c_void;
+
+/// What the new thread needs before the program's routine runs.
+struct Start {
+    routine: StartRoutine,
+    arg: *mut c_void,
+    slot: u16,
+}
+
+/// Whether the start routine belongs to MPI, a vendor or MirrorCL: those threads never
+/// call OpenCL for the program and may start differently on each rank.
+fn runtime_thread(routine: StartRoutine) -> bool {
+    // SAFETY: an all-zero Dl_info is a valid value to be filled in.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the address and fills `info`.
+    if unsafe { libc::dladdr(routine as *const c_void, &mut info) } == 0 || info.dli_fname.is_null()
+    {
+        return false;
+    }
+    // SAFETY: dladdr gives a NUL-terminated file name.
+    let file = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_bytes();
+    let base = file.rsplit(|&c| c == b'/').next().unwrap_or(file);
+    const RUNTIMES: [&[u8]; 12] = [
+        b"libmpi",
+        b"libopen-",
+        b"libpmix",
+        b"libucs",
+        b"libucp",
+        b"libuct",
+        b"libpocl",
+        b"libnvidia",
+        b"libcuda",
+        b"libhwloc",
+        b"libevent",
+        b"libmirrorcl",
+    ];
+    RUNTIMES.iter().any(|r| base.starts_with(r))
+}
+
+/// The slot a thread about to be created gets: the main thread's creations outside
+/// MirrorCL are named in order; a slot whose previous thread still runs is not reused.
+fn slot_for_new_thread(routine: StartRoutine) -> u16 {
+    if crate::replica::inside_mirrorcl() || !is_main_thread() || runtime_thread(routine) {
+        return UNNAMED;
+    }
+    let k = CREATED_BY_MAIN.fetch_add(1, Ordering::Relaxed);
+    let s = 1 + (k % (SLOTS as u64 - 1)) as usize;
+    if HELD[s].swap(true, Ordering::AcqRel) {
+        // More than SLOTS - 1 threads at once: this one takes turns on slot 0.
+        return UNNAMED;
+    }
+    s as u16
+}
+
+unsafe extern "C-unwind" fn start_named(p: *mut c_void) -> *mut c_void {
+    // SAFETY: `p` is the Box<Start> leaked by `create`, taken back exactly once; nothing
+    // with a destructor stays in this frame, so the thread may end by `pthread_exit`.
+    let Start { routine, arg, slot } = *unsafe { Box::from_raw(p as *mut Start) };
+    let _ = SLOT.try_with(|s| s.set(slot));
+    if slot != UNNAMED {
+        let _ = HOLDER.try_with(|h| h.0.set(Some(slot)));
+    }
+    // SAFETY: the program's routine with the program's argument, as it asked.
+    unsafe { routine(arg) }
+}
+
+/// A `pthread_create` function.
+pub type PthreadCreate = unsafe extern "C" fn(
+    *mut libc::pthread_t,
+    *const libc::pthread_attr_t,
+    StartRoutine,
+    *mut c_void,
+) -> libc::c_int;
+
+/// `pthread_create` through `real`, naming the new thread (see the module's text).
+///
+/// # Safety
+/// The arguments are `pthread_create`'s, and `real` is the C library's function.
+pub unsafe fn create(
+    real: PthreadCreate,
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    routine: StartRoutine,
+    arg: *mut c_void,
+) -> libc::c_int {
+    let slot = slot_for_new_thread(routine);
+    let start = Box::into_raw(Box::new(Start { routine, arg, slot }));
+    // SAFETY: the caller's arguments, with our start routine and its box instead.
+    let rc = unsafe { real(thread, attr, start_named, start as *mut c_void) };
+    if rc != 0 {
+        // SAFETY: the thread was not created, so the box is still ours.
+        drop(unsafe { Box::from_raw(start) });
+        if slot != UNNAMED {
+            HELD[slot as usize].store(false, Ordering::Release);
+        }
+    }
+    rc
+}
+
+// The rule for threads that share slot 0.
+
+/// The serial of the thread that made the last counted call on slot 0 (0: none yet).
 static LAST: AtomicU64 = AtomicU64::new(0);
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
@@ -50,18 +237,28 @@ thread_local! {
     };
 }
 
-fn thread_name() -> String {
+/// This thread's name for reports: the program's name for it, its slot, or its id.
+pub fn thread_name() -> String {
     let t = std::thread::current();
-    match t.name() {
-        Some(n) => n.to_string(),
+    let id = match named_slot() {
+        Some(0) => "main thread".to_string(),
+        Some(s) => format!("thread #{s}"),
         // SAFETY: gettid has no arguments and cannot fail.
         None => format!("thread {}", unsafe { libc::syscall(libc::SYS_gettid) }),
+    };
+    match t.name() {
+        Some(n) if n != "main" => format!("{n} ({id})"),
+        _ => id,
     }
 }
 
 /// Checks the rule for an application call of `call` on this thread (in a cluster).
 pub fn check(call: &str) {
     if !crate::node::is_cluster_now() || crate::event::in_callback() {
+        return;
+    }
+    // A named thread other than the main one has its own slot.
+    if named_slot().is_some_and(|s| s != 0) {
         return;
     }
     let Ok(Some(other)) = ME.try_with(|me| {
@@ -93,10 +290,10 @@ pub fn check(call: &str) {
     crate::diag!(
         "MirrorCL: rank {}: {call} on host thread \"{}\" while host thread \"{other}\", which \
          called OpenCL since this thread's previous call, is still running. In a cluster \
-         every rank must make the same OpenCL calls in the same order, so host threads must \
-         take turns: one thread at a time, the next one only after the previous one has \
-         ended (joined). Interleaved calls from several threads are not supported yet \
-         (their order differs between ranks); ending the job.",
+         MirrorCL tells host threads apart only when the main thread creates them with \
+         MirrorCL preloaded (`mirrorcl run`, LD_PRELOAD); other host threads must take \
+         turns: one thread at a time, the next one only after the previous one has ended \
+         (joined). Their interleaved calls differ between ranks; ending the job.",
         node.rank,
         thread_name()
     );

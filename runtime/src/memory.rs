@@ -144,7 +144,9 @@ impl Buffer {
         } else {
             (None, None)
         };
-        let id = context.scheduler.lock().create_buffer(size as u64, initial);
+        // Named per host thread: the same on every rank however threads interleave.
+        let id = crate::host_threads::next_id();
+        (context.scheduler.lock()).create_buffer_as(id, size as u64, initial);
         crate::record::buffer(context.record_id, id, size as u64, initial);
         crate::history::note_buffer(id, size as u64);
         Ok(Arc::new(Buffer {

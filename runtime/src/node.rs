@@ -1,13 +1,15 @@
 //! The node layer: this rank's place in the cluster and everything that crosses to other
 //! ranks, through a `Communicator` (MPI in a job, `Solo` without a launcher).
 //!
-//! Tags come from a counter per pair of ranks that both advance at the same points of
-//! the command stream, so both ends of a transfer agree without asking each other.
+//! Tags come from a counter per pair of ranks and host-thread slot that both ranks
+//! advance at the same points of that thread's command stream, so both ends of a
+//! transfer agree without asking each other.
 
 use crate::comm::mpi::Mpi;
 use crate::comm::{Communicator, Place, Solo};
 use crate::config::{Config, MpiMode};
 use crate::history::{self, Stamp};
+use crate::host_threads::SLOTS;
 use crate::wire::{self, Message, RecentHistory};
 use parking_lot::Mutex;
 use std::sync::OnceLock;
@@ -23,11 +25,14 @@ pub struct Node {
     pub local_size: u32,
     pub host: String,
     comm: Box<dyn Communicator>,
-    /// Per peer rank, the tag of the next message with it.
+    /// Per host-thread slot and peer rank, the tag of the next message with it.
     tags: Mutex<Vec<u64>>,
     /// Where this rank stands in its call sequence, as collectives compare it
     /// (`history::stamp`; fixed in unit tests, whose in-process ranks share one history).
     stamp: fn() -> Stamp,
+    /// How long a collective of a host thread waits for its messages
+    /// (`MIRRORCL_WAIT_TIMEOUT`).
+    deadline: Option<std::time::Duration>,
 }
 
 static NODE: OnceLock<Node> = OnceLock::new();
@@ -90,6 +95,7 @@ impl Node {
             Some(m) => {
                 let mut node = Node::over(Box::new(m));
                 node.stamp = history::stamp;
+                node.deadline = config.wait_timeout();
                 // SAFETY: registering a plain extern "C" function.
                 unsafe { libc::atexit(shut_down_at_exit) };
                 node
@@ -113,9 +119,10 @@ impl Node {
             local_rank: p.local_rank,
             local_size: p.local_size,
             host: p.host,
-            tags: Mutex::new(vec![0; p.size as usize]),
+            tags: Mutex::new(vec![0; SLOTS * p.size as usize]),
             comm,
             stamp: Stamp::default,
+            deadline: None,
         }
     }
 
@@ -136,31 +143,146 @@ impl Node {
         self.comm.can_communicate()
     }
 
-    /// The tag of the next message between this rank and `peer`, in either direction.
-    /// Both ranks of a pair see the same commands in the same order (commands are only
-    /// left out on ranks they do not involve), so each takes the same tags for the
-    /// messages between them without asking, whatever other ranks exchange.
+    /// The tag of the next message between this rank and `peer`, in either direction,
+    /// for this host thread. Both ranks of a pair see the thread's commands in the same
+    /// order (commands are only left out on ranks they do not involve), so each takes
+    /// the same tags for the messages between them without asking, whatever other
+    /// ranks or threads exchange. The slot is in the tag's top bits.
     pub fn tag_with(&self, peer: u32) -> u64 {
-        let mut tags = self.tags.lock();
-        let t = &mut tags[peer as usize];
-        let tag = *t;
-        *t += 1;
-        tag
+        self.tags_with(peer, 1).start
     }
 
     /// The tags of the next `count` messages between this rank and `peer`: what `count`
     /// calls of [`Node::tag_with`] return, taken at once.
     pub fn tags_with(&self, peer: u32, count: usize) -> std::ops::Range<u64> {
+        let slot = crate::host_threads::slot();
         let mut tags = self.tags.lock();
-        let t = &mut tags[peer as usize];
+        let t = &mut tags[slot * self.size as usize + peer as usize];
         let first = *t;
         *t += count as u64;
-        first..*t
+        let base = (slot as u64) << crate::host_threads::SLOT_SHIFT;
+        base + first..base + *t
     }
 
-    /// Every rank's `mine`, in rank order (a collective).
+    /// Every rank's `mine`, in rank order (a collective). The main thread runs MPI's
+    /// collective; another host thread, whose collectives interleave with other
+    /// threads' differently on each rank, exchanges point-to-point messages under its
+    /// own tags.
     pub fn all_gather(&self, mine: &[u8]) -> Vec<Vec<u8>> {
-        self.comm.all_gather(mine)
+        if crate::host_threads::slot() == 0 || !self.is_cluster() {
+            return self.comm.all_gather(mine);
+        }
+        self.all_gather_by_messages(mine)
+    }
+
+    /// [`Node::all_gather`] as messages: each rank sends its length, then its bytes, to
+    /// every other rank.
+    fn all_gather_by_messages(&self, mine: &[u8]) -> Vec<Vec<u8>> {
+        let peers: Vec<u32> = (0..self.size).filter(|&r| r != self.rank).collect();
+        let what = What {
+            command: "a collective of a host thread",
+            buffer: 0,
+            offset: 0,
+            len: mine.len() as u64,
+            stamp: (self.stamp)(),
+        };
+        let my_len = (mine.len() as u64).to_le_bytes();
+        let mut lens = vec![[0u8; 8]; self.size as usize];
+        let mut all: Vec<Vec<u8>> = vec![Vec::new(); self.size as usize];
+        let tags: Vec<(u64, u64)> = (peers.iter())
+            .map(|&p| {
+                let t = self.tags_with(p, 2);
+                (t.start, t.start + 1)
+            })
+            .collect();
+        let exchange = |sends: Vec<(u32, u64, &[u8])>, recvs: Vec<(u32, u64, *mut u8, usize)>| {
+            let (done, finished) = crossbeam_channel::unbounded();
+            let count = sends.len() + recvs.len();
+            let posts = (sends.into_iter())
+                .map(|(peer, tag, b)| (Direction::Send, peer, tag, b.as_ptr() as usize, b.len()))
+                .chain(
+                    recvs
+                        .into_iter()
+                        .map(|(peer, tag, p, len)| (Direction::Recv, peer, tag, p as usize, len)),
+                );
+            for (direction, peer, tag, ptr, len) in posts {
+                let done = done.clone();
+                self.transfer(Transfer {
+                    direction,
+                    peer,
+                    tag,
+                    ptr,
+                    len,
+                    what: What {
+                        len: len as u64,
+                        ..what
+                    },
+                    status: 0,
+                    done: Box::new(move |status| {
+                        let _ = done.send((peer, status));
+                    }),
+                });
+            }
+            let started = std::time::Instant::now();
+            for _ in 0..count {
+                let next = match self.deadline {
+                    Some(d) => finished.recv_deadline(started + d).ok(),
+                    None => finished.recv().ok(),
+                };
+                let why = match next {
+                    Some((_, status)) if status >= 0 => continue,
+                    Some((peer, status)) => {
+                        format!("its message with rank {peer} failed ({status})")
+                    }
+                    None => {
+                        let mut why = format!(
+                            "it waited {:.0} s (MIRRORCL_WAIT_TIMEOUT)",
+                            started.elapsed().as_secs_f64()
+                        );
+                        for line in self.pending_report() {
+                            why.push_str(&format!("\n  still waiting: {line}"));
+                        }
+                        why
+                    }
+                };
+                crate::diag!(
+                    "MirrorCL: rank {}: a collective of host thread \"{}\" did not complete: \
+                     {why}\nMirrorCL: aborting the job.",
+                    self.rank,
+                    crate::host_threads::thread_name()
+                );
+                self.abort()
+            }
+        };
+        // Lengths first, then the bytes into buffers of those lengths.
+        {
+            let mut len_bufs: Vec<[u8; 8]> = vec![[0u8; 8]; peers.len()];
+            let recvs = (peers.iter().zip(&tags).zip(len_bufs.iter_mut()))
+                .map(|((&p, &(t, _)), l)| (p, t, l.as_mut_ptr(), 8))
+                .collect();
+            let sends = (peers.iter().zip(&tags))
+                .map(|(&p, &(t, _))| (p, t, &my_len[..]))
+                .collect();
+            exchange(sends, recvs);
+            for (&p, l) in peers.iter().zip(&len_bufs) {
+                lens[p as usize] = *l;
+            }
+        }
+        for &p in &peers {
+            all[p as usize] = vec![0u8; u64::from_le_bytes(lens[p as usize]) as usize];
+        }
+        let recvs = (peers.iter().zip(&tags))
+            .map(|(&p, &(_, t))| {
+                let b = &mut all[p as usize];
+                (p, t, b.as_mut_ptr(), b.len())
+            })
+            .collect();
+        let sends = (peers.iter().zip(&tags))
+            .map(|(&p, &(_, t))| (p, t, mine))
+            .collect();
+        exchange(sends, recvs);
+        all[self.rank as usize] = mine.to_vec();
+        all
     }
 
     /// Every rank's message, in rank order (a collective). Ranks that reach it at

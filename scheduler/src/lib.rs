@@ -255,6 +255,14 @@ impl<T: Clone> Scheduler<T> {
     pub fn create_buffer(&mut self, size: u64, initial: Option<Location>) -> BufferId {
         let id = self.next_buffer;
         self.next_buffer += 1;
+        self.create_buffer_as(id, size, initial);
+        id
+    }
+
+    /// [`Scheduler::create_buffer`] under an id the caller chose (unused in this
+    /// scheduler): the runtime names buffers per host thread, so that every rank gives
+    /// a buffer the same id however its threads interleave.
+    pub fn create_buffer_as(&mut self, id: BufferId, size: u64, initial: Option<Location>) {
         let set = initial.map(ValidSet::only).unwrap_or_default();
         self.buffers.insert(
             id,
@@ -264,7 +272,6 @@ impl<T: Clone> Scheduler<T> {
                 attached: None,
             },
         );
-        id
     }
 
     /// Attaches `buffer` to `device` (`clAttachBufferToDevice`): from now on the device

@@ -27,8 +27,42 @@ use std::time::{Duration, Instant};
 /// transfers go as several messages with one tag (MPI keeps them in order).
 const CHUNK: usize = 1 << 30;
 
-/// Tags wrap below the smallest `MPI_TAG_UB` the standard allows.
-const TAG_SPAN: u64 = 32768;
+/// The MPI tags MirrorCL uses on the data communicator: the largest power of two not
+/// above `MPI_TAG_UB + 1` (at least 32768, the standard's smallest). Each host-thread
+/// slot has an equal share, in which its tags wrap (MPI keeps messages of one sender
+/// and tag in order).
+static TAG_SPAN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(32768);
+
+fn learn_tag_span(world: &SimpleCommunicator) {
+    let mut value: *mut c_int = std::ptr::null_mut();
+    let mut flag: c_int = 0;
+    // SAFETY: MPI_TAG_UB's value is a pointer to an int that MPI owns, valid while MPI
+    // is initialised; `value` and `flag` are written by the call.
+    let ub = unsafe {
+        ffi::MPI_Comm_get_attr(
+            world.as_raw(),
+            ffi::MPI_TAG_UB as c_int,
+            &mut value as *mut *mut c_int as *mut std::ffi::c_void,
+            &mut flag,
+        );
+        if flag != 0 && !value.is_null() {
+            *value as u64
+        } else {
+            0
+        }
+    };
+    let span = (ub + 1).max(32768);
+    TAG_SPAN.store(1 << (63 - span.leading_zeros()), Ordering::Relaxed);
+}
+
+/// The MPI tag of MirrorCL's tag `tag` (a slot in the top bits, a count below).
+fn mpi_tag(tag: u64) -> c_int {
+    use crate::host_threads::{SLOTS, SLOT_SHIFT};
+    let share = TAG_SPAN.load(Ordering::Relaxed) / SLOTS as u64;
+    let slot = (tag >> SLOT_SHIFT) % SLOTS as u64;
+    let count = tag & ((1 << SLOT_SHIFT) - 1);
+    (slot * share + count % share) as c_int
+}
 
 /// On the alert communicator: a rank that found a message diverged asks its sender for
 /// its call history, which the sender's progress thread answers.
@@ -119,6 +153,7 @@ impl Mpi {
         let control = world.duplicate();
         let data = world.duplicate();
         let alert = world.duplicate();
+        learn_tag_span(&world);
         let (local_rank, local_size) = host_group(&world, &host, named);
         if crate::trace::on() {
             // The point every rank's trace notes its clock at, for the merge.
@@ -331,7 +366,7 @@ fn post(comm: RawComm, t: &Transfer) -> Result<Active, c_int> {
         // contract).
         staged.extend_from_slice(unsafe { std::slice::from_raw_parts(t.ptr as *const u8, t.len) });
     }
-    let tag = (t.tag % TAG_SPAN) as c_int;
+    let tag = mpi_tag(t.tag);
     // The vector's heap buffer stays put when `Active` moves.
     let staged_ptr = staged.as_mut_ptr();
     let mut requests = Vec::with_capacity(2);
@@ -424,7 +459,7 @@ fn post_one(
 /// receive, into `a.staged` (one block the size of a chunk, shared by all: what a
 /// discard receives is dropped).
 fn post_bytes(comm: RawComm, t: &Transfer, h: &Header, a: &mut Active) -> Result<(), c_int> {
-    let tag = (t.tag % TAG_SPAN) as c_int;
+    let tag = mpi_tag(t.tag);
     let into_place = t.direction == Direction::Recv && h.status >= 0;
     if !into_place && h.status >= 0 {
         a.staged = vec![0u8; t.len.min(CHUNK)];
