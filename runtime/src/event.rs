@@ -77,6 +77,12 @@ pub struct Event {
     /// their statuses as the command runs (a non-blocking device command): the ranks
     /// agree on them where the application asks (`wait_all`, `polled_status`).
     waits_elsewhere: std::sync::OnceLock<Vec<Weak<Event>>>,
+    /// The application's wait list, kept while host threads are looked at for races
+    /// (`races`): what orders this command after other threads' commands.
+    pub after: std::sync::OnceLock<Box<[Weak<Event>]>>,
+    /// A host thread waited for it (`clWaitForEvents`, a blocking command, a status
+    /// polled as complete; `clFinish` marks its queue instead).
+    host_waited: std::sync::atomic::AtomicBool,
     owner: std::sync::atomic::AtomicU32,
     status: AtomicI32,
     state: Mutex<State>,
@@ -103,6 +109,11 @@ pub fn now_ns() -> u64 {
 }
 
 static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// The number the next command will get.
+pub fn next_seq() -> u64 {
+    NEXT_SEQ.load(Ordering::Acquire)
+}
 
 pub fn command_name(t: cl_command_type) -> &'static str {
     match t {
@@ -147,6 +158,8 @@ impl Event {
             subject: AtomicU64::new(0),
             owner: std::sync::atomic::AtomicU32::new(u32::MAX),
             waits_elsewhere: std::sync::OnceLock::new(),
+            after: std::sync::OnceLock::new(),
+            host_waited: std::sync::atomic::AtomicBool::new(false),
             status: AtomicI32::new(if command_type == CL_COMMAND_USER {
                 CL_SUBMITTED
             } else {
@@ -164,6 +177,23 @@ impl Event {
 
     pub fn queue(&self) -> Option<Arc<Queue>> {
         self.queue.as_ref().and_then(Weak::upgrade)
+    }
+
+    /// A host thread waited for this command: it and its queue's earlier commands are
+    /// ordered before whatever any thread enqueues next.
+    pub fn host_waited(&self) {
+        self.host_waited.store(true, Ordering::Release);
+        if let Some(q) = self.queue() {
+            q.waited_through(self.seq);
+        }
+    }
+
+    /// Whether a host thread waited for this command or a later one of its queue.
+    pub fn was_host_waited(&self) -> bool {
+        self.host_waited.load(Ordering::Acquire)
+            || self
+                .queue()
+                .is_some_and(|q| q.waited_through_seq() >= self.seq)
     }
 
     pub fn status(&self) -> cl_int {
@@ -547,6 +577,7 @@ impl Event {
     /// path, as fast as a native wait), or parks until it does.
     pub fn wait(self: &Arc<Self>) -> cl_int {
         if self.is_done() {
+            self.host_waited();
             return self.status();
         }
         let start = Instant::now();
@@ -567,6 +598,7 @@ impl Event {
                 ],
             );
         }
+        self.host_waited();
         status
     }
 
@@ -825,6 +857,9 @@ pub fn polled_status(event: &Arc<Event>) -> cl_int {
     match answer {
         Some(status) => {
             event.adopt(status);
+            if status == CL_COMPLETE {
+                event.host_waited();
+            }
             status
         }
         None => event.status(),

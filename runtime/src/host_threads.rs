@@ -60,6 +60,13 @@ static HELD: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
 static CREATED_BY_MAIN: AtomicU64 = AtomicU64::new(0);
 /// Per slot, the last id [`next_id`] gave.
 static IDS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+/// Per slot, how many threads have held it (a thread is a slot and its generation).
+static GENERATION: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+/// Per slot, the number of the next command (`Event::seq`) when its thread was created:
+/// the main thread's earlier commands come before everything the thread does.
+static CREATED_AT: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+/// Whether the main thread has created a named thread (races are then looked for).
+static SEVERAL: AtomicBool = AtomicBool::new(false);
 
 struct Holder(Cell<Option<u16>>);
 
@@ -100,6 +107,40 @@ pub fn next_id() -> u64 {
     let s = slot();
     let n = IDS[s].fetch_add(1, Ordering::Relaxed) + 1;
     (s as u64) << SLOT_SHIFT | n
+}
+
+/// A named thread: its slot and the slot's generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Named {
+    pub slot: usize,
+    pub generation: u64,
+}
+
+impl Named {
+    /// This thread, if MirrorCL named it.
+    pub fn me() -> Option<Named> {
+        named_slot().map(|slot| Named {
+            slot,
+            generation: GENERATION[slot].load(Ordering::Acquire),
+        })
+    }
+
+    /// Whether the thread has ended (the main thread never does).
+    pub fn ended(self) -> bool {
+        self.slot != 0
+            && (GENERATION[self.slot].load(Ordering::Acquire) != self.generation
+                || !HELD[self.slot].load(Ordering::Acquire))
+    }
+
+    /// Whether command `seq` of the main thread came before this thread was created.
+    pub fn created_after(self, seq: u64) -> bool {
+        self.slot != 0 && seq < CREATED_AT[self.slot].load(Ordering::Acquire)
+    }
+}
+
+/// Whether the program has named host threads besides the main one.
+pub fn several() -> bool {
+    SEVERAL.load(Ordering::Acquire)
 }
 
 /// A start routine as `pthread_create` takes it.
@@ -154,6 +195,9 @@ fn slot_for_new_thread(routine: StartRoutine) -> u16 {
         // More than SLOTS - 1 threads at once: this one takes turns on slot 0.
         return UNNAMED;
     }
+    GENERATION[s].fetch_add(1, Ordering::AcqRel);
+    CREATED_AT[s].store(crate::event::next_seq(), Ordering::Release);
+    SEVERAL.store(true, Ordering::Release);
     s as u16
 }
 

@@ -21,6 +21,7 @@ pub mod object;
 pub mod platform;
 pub mod program;
 pub mod queue;
+pub mod races;
 pub mod record;
 pub mod remote;
 pub mod replica;

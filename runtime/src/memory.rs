@@ -91,6 +91,8 @@ pub struct Buffer {
     pub destructors: Destructors,
     /// Set for an image: its shape, and the host copy's layout.
     pub image: Option<Image>,
+    /// Recent accesses by host threads (a root buffer's), to tell races (`races`).
+    pub races: crate::races::Accesses,
 }
 
 impl_handle!(Buffer, Mem, CL_INVALID_MEM_OBJECT);
@@ -168,6 +170,7 @@ impl Buffer {
             map_count: AtomicU32::new(0),
             destructors: Destructors::default(),
             image: None,
+            races: Default::default(),
         }))
     }
 
@@ -232,6 +235,7 @@ impl Buffer {
             map_count: AtomicU32::new(0),
             destructors: Destructors::default(),
             image: None,
+            races: Default::default(),
         })
     }
 

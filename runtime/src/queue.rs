@@ -25,6 +25,9 @@ pub struct Queue {
     pub stream: u64,
     /// Commands not yet known to be complete, in enqueue order.
     inflight: Mutex<VecDeque<Arc<Event>>>,
+    /// The newest command (`Event::seq`) a host thread waited for: it and the queue's
+    /// earlier ones are ordered before later calls of any thread (`races`).
+    waited_through: std::sync::atomic::AtomicU64,
 }
 
 impl_handle!(Queue, Queue, CL_INVALID_COMMAND_QUEUE);
@@ -57,7 +60,17 @@ impl Queue {
             vqueue,
             stream: new_stream(),
             inflight: Mutex::new(VecDeque::new()),
+            waited_through: std::sync::atomic::AtomicU64::new(0),
         }))
+    }
+
+    /// A host thread waited for command `seq` of this queue.
+    pub fn waited_through(&self, seq: u64) {
+        (self.waited_through).fetch_max(seq, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    pub fn waited_through_seq(&self) -> u64 {
+        (self.waited_through).load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The newest command of the queue, if it may still be running.
@@ -121,7 +134,9 @@ impl Queue {
     /// first: commands before it on the same vendor queue are then done too, so events
     /// nobody else holds are simply forgotten and the rest found done by a poll.
     pub fn finish(&self) -> ClResult<()> {
+        let through = crate::event::next_seq() - 1;
         let Some(last) = self.last() else {
+            self.waited_through(through);
             return Ok(());
         };
         last.wait();
@@ -135,6 +150,7 @@ impl Queue {
                 e.wait();
             }
         }
+        self.waited_through(through);
         Ok(())
     }
 }

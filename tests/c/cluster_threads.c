@@ -1,14 +1,26 @@
 /*
  * cluster_threads.c - one host thread per device, the pattern of multi-GPU samples
- * (AMD's BinomialOptionMultiGPU): each thread writes its own buffer, runs a kernel
- * on it and reads it back, ROUNDS times, on its own queue; results are checked
- * bit-exactly against the CPU.
- *   THREADS_MODE=turns       (default) each thread is joined before the next starts:
- *                            one host thread at a time, which a cluster runs;
- *   THREADS_MODE=concurrent  all threads run at once (a barrier starts them together):
- *                            correct in one process; in a cluster MirrorCL must end the
- *                            job at the first interleaved call, naming the rule, instead
- *                            of hanging (issue 16).
+ * (AMD's BinomialOptionMultiGPU). Results are checked bit-exactly against the CPU on
+ * every rank.
+ *   THREADS_MODE=turns       (default) each thread is joined before the next starts.
+ *   THREADS_MODE=concurrent  all threads at once (a barrier starts them together). Each
+ *                            thread creates its own queue, kernel and buffers and, ROUNDS
+ *                            times, does what the AMD sample's threads do: maps its input
+ *                            for writing, fills it, unmaps it, runs the kernel, maps the
+ *                            result for reading without blocking and polls the map's
+ *                            event with clGetEventInfo until it completes, checks it and
+ *                            unmaps it. The kernel also writes the thread's slice of one
+ *                            shared output buffer through a sub-buffer; the main thread
+ *                            reads the whole of it after joining the threads.
+ *   THREADS_MODE=nested      as concurrent, but the device threads are created by a thread
+ *                            the main thread created: MirrorCL names only the main
+ *                            thread's threads, so in a cluster these must take turns, and
+ *                            MirrorCL ends the job at the first interleaved call, naming
+ *                            the rule, instead of hanging.
+ *   THREADS_MODE=race        two threads write the same bytes of one buffer from queues of
+ *                            different devices with nothing ordering them: a race in
+ *                            OpenCL. In a cluster MirrorCL must end the job naming both
+ *                            calls (issue 16) rather than let the ranks diverge.
  */
 #include "check.h"
 #include <pthread.h>
@@ -17,48 +29,160 @@
 #define ROUNDS 20u
 
 static const char *kSrc =
-    "__kernel void advance(__global uint *x, uint k)\n"
-    "{ size_t i = get_global_id(0); x[i] = x[i] * 3u + k + (uint)i; }\n";
+    "__kernel void advance(__global uint *x, uint k, __global uint *out)\n"
+    "{ size_t i = get_global_id(0); uint v = x[i] * 3u + k + (uint)i; x[i] = v;\n"
+    "  out[i] = v ^ 0x5a5a5a5au; }\n"
+    "__kernel void stamp(__global uint *x, uint k)\n"
+    "{ size_t i = get_global_id(0); x[i] = k * 1000u + (uint)i; }\n";
 
 static cl_context ctx;
 static cl_program prog;
 static cl_uint ndev;
 static cl_device_id devs[CT_MAX_DEVICES];
 static pthread_barrier_t start;
+static cl_mem shared_out;
 static int concurrent;
 
 typedef struct {
     cl_uint d;
     int ok;
+    uint32_t last[N]; /* the thread's final values, which the kernel's output mirrors */
 } work_t;
 
-static void *device_thread(void *p)
+/* The value of element i after the rounds, from its start. */
+static uint32_t reference(uint32_t start_value, cl_uint d, uint32_t i)
+{
+    uint32_t v = start_value;
+    for (cl_uint r = 0; r < ROUNDS; r++)
+        v = v * 3u + (d * 100u + r) + i;
+    return v;
+}
+
+static uint32_t start_value(cl_uint d, uint32_t i) { return i * 2654435761u ^ d; }
+
+/* Joined one after the other: blocking writes and reads. */
+static void *thread_in_turn(void *p)
 {
     work_t *w = (work_t *)p;
     cl_command_queue q = ct_queue(ctx, devs[w->d], 0);
     cl_kernel k = ct_kernel(prog, "advance");
-    uint32_t host[N], ref[N];
-    for (uint32_t i = 0; i < N; i++)
-        ref[i] = host[i] = i * 2654435761u ^ w->d;
-    cl_mem b;
+    static __thread uint32_t host[N], ref[N];
+    for (uint32_t i = 0; i < N; i++) {
+        host[i] = start_value(w->d, i);
+        ref[i] = reference(host[i], w->d, i);
+    }
+    cl_mem b, out;
     CREATE(b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * 4, NULL, &E));
-    if (concurrent)
-        pthread_barrier_wait(&start);
+    CREATE(out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * 4, NULL, &E));
     size_t gws = N;
     for (cl_uint r = 0; r < ROUNDS; r++) {
         cl_uint kk = w->d * 100u + r;
         MUST(clEnqueueWriteBuffer(q, b, CL_TRUE, 0, N * 4, host, 0, NULL, NULL));
         MUST(clSetKernelArg(k, 0, sizeof b, &b));
         MUST(clSetKernelArg(k, 1, sizeof kk, &kk));
+        MUST(clSetKernelArg(k, 2, sizeof out, &out));
         MUST(clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, NULL, 0, NULL, NULL));
         MUST(clEnqueueReadBuffer(q, b, CL_TRUE, 0, N * 4, host, 0, NULL, NULL));
-        for (uint32_t i = 0; i < N; i++)
-            ref[i] = ref[i] * 3u + kk + i;
     }
     w->ok = CHECK_MEM(host, ref, N, 4, "a thread's buffer after its rounds");
+    MUST(clReleaseMemObject(out));
     MUST(clReleaseMemObject(b));
     MUST(clReleaseKernel(k));
     MUST(clReleaseCommandQueue(q));
+    return NULL;
+}
+
+/* All at once, as AMD's BinomialOptionMultiGPU threads work. */
+static void *thread_at_once(void *p)
+{
+    work_t *w = (work_t *)p;
+    pthread_barrier_wait(&start);
+    cl_command_queue q = ct_queue(ctx, devs[w->d], 0);
+    cl_kernel k = ct_kernel(prog, "advance");
+    cl_mem b, slice;
+    CREATE(b = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, N * 4, NULL, &E));
+    cl_buffer_region region = {w->d * N * 4, N * 4};
+    CREATE(slice = clCreateSubBuffer(shared_out, CL_MEM_WRITE_ONLY,
+                                     CL_BUFFER_CREATE_TYPE_REGION, &region, &E));
+    static __thread uint32_t cur[N];
+    for (uint32_t i = 0; i < N; i++)
+        cur[i] = start_value(w->d, i);
+    size_t gws = N;
+    int ok = 1;
+    for (cl_uint r = 0; r < ROUNDS; r++) {
+        cl_uint kk = w->d * 100u + r;
+        uint32_t *in = (uint32_t *)clEnqueueMapBuffer(q, b, CL_TRUE, CL_MAP_WRITE, 0, N * 4, 0,
+                                                      NULL, NULL, &E);
+        MUST(E);
+        memcpy(in, cur, N * 4);
+        MUST(clEnqueueUnmapMemObject(q, b, in, 0, NULL, NULL));
+        MUST(clSetKernelArg(k, 0, sizeof b, &b));
+        MUST(clSetKernelArg(k, 1, sizeof kk, &kk));
+        MUST(clSetKernelArg(k, 2, sizeof slice, &slice));
+        cl_event ran, mapped;
+        MUST(clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, NULL, 0, NULL, &ran));
+        uint32_t *res = (uint32_t *)clEnqueueMapBuffer(q, b, CL_FALSE, CL_MAP_READ, 0, N * 4, 1,
+                                                       &ran, &mapped, &E);
+        MUST(E);
+        MUST(clFlush(q));
+        cl_int status = CL_QUEUED;
+        while (status != CL_COMPLETE && status >= 0)
+            MUST(clGetEventInfo(mapped, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
+                                &status, NULL));
+        CHECK_EQ(status, CL_COMPLETE);
+        for (uint32_t i = 0; i < N; i++)
+            cur[i] = cur[i] * 3u + kk + i;
+        if (memcmp(res, cur, N * 4) != 0)
+            ok = CHECK_MEM(res, cur, N, 4, "a thread's mapped result") && ok;
+        MUST(clEnqueueUnmapMemObject(q, b, res, 0, NULL, NULL));
+        MUST(clReleaseEvent(ran));
+        MUST(clReleaseEvent(mapped));
+    }
+    MUST(clFinish(q));
+    memcpy(w->last, cur, sizeof cur);
+    w->ok = ok;
+    MUST(clReleaseMemObject(slice));
+    MUST(clReleaseMemObject(b));
+    MUST(clReleaseKernel(k));
+    MUST(clReleaseCommandQueue(q));
+    return NULL;
+}
+
+/* Two threads stamp the same buffer from different devices, unordered. */
+static cl_mem raced;
+static void *thread_racing(void *p)
+{
+    work_t *w = (work_t *)p;
+    cl_command_queue q = ct_queue(ctx, devs[w->d % ndev], 0);
+    cl_kernel k = ct_kernel(prog, "stamp");
+    pthread_barrier_wait(&start);
+    size_t gws = N;
+    cl_uint kk = w->d;
+    MUST(clSetKernelArg(k, 0, sizeof raced, &raced));
+    MUST(clSetKernelArg(k, 1, sizeof kk, &kk));
+    for (cl_uint r = 0; r < ROUNDS; r++)
+        MUST(clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, NULL, 0, NULL, NULL));
+    MUST(clFinish(q));
+    w->ok = 1;
+    MUST(clReleaseKernel(k));
+    MUST(clReleaseCommandQueue(q));
+    return NULL;
+}
+
+static pthread_t th[CT_MAX_DEVICES];
+static work_t w[CT_MAX_DEVICES];
+
+/* Creates and joins the device threads (nested mode: on behalf of the main thread). */
+static void *start_threads(void *p)
+{
+    cl_uint n = *(cl_uint *)p;
+    for (cl_uint d = 0; d < n; d++) {
+        w[d].d = d;
+        w[d].ok = 0;
+        CHECK_TRUE(pthread_create(&th[d], NULL, thread_at_once, &w[d]) == 0, "thread %u started", d);
+    }
+    for (cl_uint d = 0; d < n; d++)
+        pthread_join(th[d], NULL);
     return NULL;
 }
 
@@ -66,30 +190,66 @@ int main(void)
 {
     ct_init("cluster_threads");
     const char *mode = getenv("THREADS_MODE");
-    concurrent = mode && strcmp(mode, "concurrent") == 0;
+    int nested = mode && strcmp(mode, "nested") == 0;
+    concurrent = nested || (mode && strcmp(mode, "concurrent") == 0);
+    int race = mode && strcmp(mode, "race") == 0;
     cl_platform_id platform = ct_platform();
     ndev = ct_devices(platform, devs);
     ctx = ct_context(platform, ndev, devs);
     prog = ct_build(ctx, kSrc, NULL);
-    printf("  %u device(s), one host thread each, %s\n", ndev,
-           concurrent ? "all at once" : "one after another (joined)");
-    pthread_t th[CT_MAX_DEVICES];
-    work_t w[CT_MAX_DEVICES];
-    if (concurrent)
-        pthread_barrier_init(&start, NULL, ndev);
-    for (cl_uint d = 0; d < ndev; d++) {
+    cl_uint nthreads = race ? 2 : ndev;
+    printf("  %u device(s), %u host thread(s), %s\n", ndev, nthreads,
+           race ? "racing on one buffer" : concurrent ? "all at once" : "one after another");
+    if (concurrent) {
+        /* Written by the threads' kernels through sub-buffers, one slice each. */
+        CREATE(shared_out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, (size_t)ndev * N * 4, NULL, &E));
+    }
+    if (race)
+        CREATE(raced = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * 4, NULL, &E));
+    if (concurrent || race)
+        pthread_barrier_init(&start, NULL, nthreads);
+    void *(*body)(void *) = race ? thread_racing : concurrent ? thread_at_once : thread_in_turn;
+    if (nested) {
+        pthread_t manager;
+        CHECK_TRUE(pthread_create(&manager, NULL, start_threads, &nthreads) == 0, "manager started");
+        pthread_join(manager, NULL);
+    }
+    for (cl_uint d = 0; d < nthreads && !nested; d++) {
         w[d].d = d;
         w[d].ok = 0;
-        CHECK_TRUE(pthread_create(&th[d], NULL, device_thread, &w[d]) == 0, "thread %u started", d);
-        if (!concurrent)
+        CHECK_TRUE(pthread_create(&th[d], NULL, body, &w[d]) == 0, "thread %u started", d);
+        if (!concurrent && !race)
             pthread_join(th[d], NULL);
     }
-    if (concurrent)
-        for (cl_uint d = 0; d < ndev; d++)
+    if ((concurrent && !nested) || race)
+        for (cl_uint d = 0; d < nthreads; d++)
             pthread_join(th[d], NULL);
-    for (cl_uint d = 0; d < ndev; d++)
-        printf("  device %u thread: %s\n", d, w[d].ok ? "ok" : "MISMATCH");
-    if (concurrent)
+    for (cl_uint d = 0; d < nthreads; d++)
+        printf("  thread %u (device %u): %s\n", d, d % ndev, w[d].ok ? "ok" : "MISMATCH");
+    if (concurrent) {
+        cl_command_queue q = ct_queue(ctx, devs[0], 0);
+        uint32_t *all = malloc((size_t)ndev * N * 4), *want = malloc((size_t)ndev * N * 4);
+        MUST(clEnqueueReadBuffer(q, shared_out, CL_TRUE, 0, (size_t)ndev * N * 4, all, 0, NULL,
+                                 NULL));
+        for (cl_uint d = 0; d < ndev; d++)
+            for (uint32_t i = 0; i < N; i++)
+                want[d * N + i] = w[d].last[i] ^ 0x5a5a5a5au;
+        CHECK_MEM(all, want, (size_t)ndev * N, 4, "the shared output, one slice per thread");
+        free(all);
+        free(want);
+        MUST(clReleaseCommandQueue(q));
+        MUST(clReleaseMemObject(shared_out));
+    }
+    if (race) {
+        uint32_t got[N];
+        cl_command_queue q = ct_queue(ctx, devs[0], 0);
+        MUST(clEnqueueReadBuffer(q, raced, CL_TRUE, 0, N * 4, got, 0, NULL, NULL));
+        /* Either thread's stamp, whole (each thread's last kernel wrote all of it). */
+        CHECK_TRUE(got[0] == 0 || got[0] == 1000u, "the raced buffer holds a stamp (%u)", got[0]);
+        MUST(clReleaseCommandQueue(q));
+        MUST(clReleaseMemObject(raced));
+    }
+    if (concurrent || race)
         pthread_barrier_destroy(&start);
     MUST(clReleaseProgram(prog));
     MUST(clReleaseContext(ctx));

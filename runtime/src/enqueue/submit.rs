@@ -80,6 +80,20 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         (Location::Device(device.index), queue.stream)
     };
     let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, stream);
+    if crate::host_threads::several() && crate::node::is_cluster_now() {
+        let accesses: Vec<_> = (cmd.accesses.iter())
+            .map(|(b, r, mode)| {
+                let writes = matches!(mode, Mode::Write | Mode::ReadWrite);
+                (
+                    &b.root().races,
+                    b.id,
+                    b.root_range(r.start, r.len()),
+                    writes,
+                )
+            })
+            .collect();
+        crate::races::check(&queue, &cmd.wait_list, &event, &accesses);
+    }
     let waits = crate::record::enabled().then(|| recorded_waits(&cmd));
     let vendor = matches!(work, Work::Vendor(_));
     wait_list_elsewhere(&mut cmd, &event);
