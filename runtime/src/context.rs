@@ -59,8 +59,12 @@ pub struct Context {
     notify: Option<usize>,
     /// `clSetContextDestructorCallback`.
     pub destructors: Destructors,
-    /// `clGetSupportedImageFormats` answers, per access flags and image type.
-    pub image_formats: Mutex<HashMap<(cl_mem_flags, cl_mem_object_type), Vec<cl_image_format>>>,
+    /// `clGetSupportedImageFormats` answers per access flags, image type and host-thread
+    /// slot: agreeing on them is a collective, which each thread makes on its first ask,
+    /// on every rank alike.
+    #[allow(clippy::type_complexity)]
+    pub image_formats:
+        Mutex<HashMap<(cl_mem_flags, cl_mem_object_type, usize), Vec<cl_image_format>>>,
     /// Its number in `MIRRORCL_RECORD`'s stream.
     pub record_id: u64,
 }

@@ -97,6 +97,12 @@ pub fn named_slot() -> Option<usize> {
     }
 }
 
+/// Names this thread as `slot` (in-process tests, whose threads MirrorCL does not start).
+#[cfg(test)]
+pub(crate) fn name_this_thread(slot: usize) {
+    SLOT.with(|s| s.set(slot as u16));
+}
+
 /// The slot whose counters this thread uses: its own, or the main thread's.
 pub fn slot() -> usize {
     named_slot().unwrap_or(0)

@@ -20,7 +20,7 @@ use std::ops::Range;
 /// `clGetSupportedImageFormats`: the formats every device of the context supports for
 /// these access flags and this type, the same on every rank. Each rank asks its vendor
 /// contexts (each answers for its devices); in a cluster the ranks then exchange their
-/// lists (a collective the first time per flags and type) and keep the formats on all.
+/// lists (a collective the first time per flags, type and host thread) and keep the formats on all.
 pub fn supported_formats(
     ctx: &Context,
     flags: cl_mem_flags,
@@ -30,7 +30,7 @@ pub fn supported_formats(
         0 => CL_MEM_READ_WRITE,
         a => a,
     };
-    let key = (access, image_type);
+    let key = (access, image_type, crate::host_threads::slot());
     if let Some(known) = ctx.image_formats.lock().get(&key) {
         return Ok(known.clone());
     }

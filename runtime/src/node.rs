@@ -482,6 +482,46 @@ mod tests {
         }
     }
 
+    /// Issue 16: two host threads per rank exchange in a different order on each rank
+    /// (rank-dependent pauses), with collectives and tagged messages; each thread's
+    /// exchanges meet their own on every rank.
+    #[test]
+    fn host_threads_exchange_whatever_their_interleaving() {
+        let results = on_ranks(3, |c| {
+            let node = Node::over(Box::new(c));
+            let node = &node;
+            std::thread::scope(|s| {
+                let threads: Vec<_> = (1..=2u64)
+                    .map(|slot| {
+                        s.spawn(move || {
+                            crate::host_threads::name_this_thread(slot as usize);
+                            let mut got = Vec::new();
+                            for i in 0..20u64 {
+                                // Rank 1 runs thread 1 late, rank 2 thread 2.
+                                if (node.rank as u64 + i) % 3 == slot {
+                                    std::thread::sleep(std::time::Duration::from_millis(2));
+                                }
+                                let all = node.exchange(&Seed(slot * 1000 + i * 10 + node.rank as u64));
+                                got.push(all.iter().map(|s| s.0).collect::<Vec<_>>());
+                            }
+                            (slot, got, node.tag_with(0) >> crate::host_threads::SLOT_SHIFT)
+                        })
+                    })
+                    .collect();
+                threads.into_iter().map(|t| t.join().expect("no panic")).collect::<Vec<_>>()
+            })
+        });
+        for got in results {
+            for (slot, exchanges, tag_slot) in got.expect("no rank aborted") {
+                assert_eq!(tag_slot, slot, "a thread's tags carry its slot");
+                for (i, all) in exchanges.iter().enumerate() {
+                    let want: Vec<u64> = (0..3).map(|r| slot * 1000 + i as u64 * 10 + r).collect();
+                    assert_eq!(all, &want, "thread {slot}, exchange {i}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_collective_mixed_with_another_ends_the_job_on_every_rank() {
         let results = on_ranks(2, |c| {

@@ -38,13 +38,21 @@ struct State {
     recent: Vec<Call>,
 }
 
-static STATE: Mutex<State> = Mutex::new(State {
-    calls: 0,
-    digest: 0,
-    values: 0,
-    values_reported: false,
-    recent: Vec::new(),
-});
+/// One state per host-thread slot (`host_threads`): a thread's calls are in the same
+/// order on every rank, the interleaving of threads is not.
+static STATES: [Mutex<State>; crate::host_threads::SLOTS] = [const {
+    Mutex::new(State {
+        calls: 0,
+        digest: 0,
+        values: 0,
+        values_reported: false,
+        recent: Vec::new(),
+    })
+}; crate::host_threads::SLOTS];
+
+fn state() -> &'static Mutex<State> {
+    &STATES[crate::host_threads::slot()]
+}
 
 /// 0: not decided yet, 1: off, 2: on.
 static ENABLED: AtomicU8 = AtomicU8::new(0);
@@ -94,7 +102,7 @@ fn record(name: &'static str, parts: &[&[u8]], value: bool) {
     for p in parts {
         h = hash_bytes(h, p);
     }
-    let mut st = STATE.lock();
+    let mut st = state().lock();
     if value {
         st.values = hash_bytes(st.values, &h.to_le_bytes());
     } else {
@@ -121,7 +129,7 @@ pub fn check(point: &'static str) {
         return;
     }
     let (calls, digest, values, values_reported, recent) = {
-        let st = STATE.lock();
+        let st = state().lock();
         let (c, d, v, r) = (st.calls, st.digest, st.values, st.values_reported);
         (c, d, v, r, st.recent.clone())
     };
@@ -133,7 +141,7 @@ pub fn check(point: &'static str) {
     let calls_agree = (all.iter()).all(|d| (d.calls, d.digest) == (all[0].calls, all[0].digest));
     let values_agree = values_reported || all.iter().all(|d| d.values == all[0].values);
     if calls_agree && values_agree {
-        STATE.lock().recent.clear();
+        state().lock().recent.clear();
         return;
     }
     // Find the first call that differs: every rank shares its calls since the last
@@ -157,7 +165,7 @@ pub fn check(point: &'static str) {
             node.rank,
             first_difference(&lists)
         );
-        let mut st = STATE.lock();
+        let mut st = state().lock();
         st.values_reported = true;
         st.recent.clear();
         return;
