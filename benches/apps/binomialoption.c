@@ -26,9 +26,10 @@
  * CL_MAP_WRITE_INVALIDATE_REGION), fills it, unmaps it, runs the kernel, maps its
  * output for read, copies it out and unmaps it, waiting for each of those commands by
  * polling clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS) as the sample does (never
- * clFinish).  The threads synchronise only through host barriers: one starts a
- * repetition, one ends it (the main thread takes part in both and times the
- * repetition from the first to the second).  kernel_s and transfer_s of the TIME line
+ * clFinish).  The threads synchronise only through host barriers: one after their
+ * set-up (queue, buffers, kernel, warm-up: not timed), then per repetition one that
+ * starts it and one that ends it (the main thread takes part in all and times the
+ * repetition from its start to its end).  kernel_s and transfer_s of the TIME line
  * are those of the thread that finished the repetition last (the threads overlap).
  * The result check is the single-threaded mode's.  APP_THREADS=0 or unset: one host
  * thread enqueues for every device (the mode above); any other value is fatal.
@@ -189,6 +190,7 @@ static void *bo_thread(void *p)
         bo_poll(ev);
     }
     MUST(clSetKernelArg(k, 0, sizeof(int), &w->steps));
+    pthread_barrier_wait(w->end); /* set up: the repetitions' timing starts after this */
     for (int rep = 0; rep < a->reps; rep++) {
         pthread_barrier_wait(w->start);
         double t0 = app_now();
@@ -242,6 +244,7 @@ static void bo_threaded(app_t *app, cl_program prog, const size_t *first, const 
         if (pthread_create(&th[d], NULL, bo_thread, &w[d]) != 0)
             ct_die("pthread_create failed");
     }
+    pthread_barrier_wait(&end); /* every thread has its queue, buffers and kernel, warmed up */
     for (int rep = 0; rep < app->reps; rep++) {
         for (size_t i = 0; i < n; i++)
             out[i] = NAN;

@@ -363,6 +363,7 @@ fn run_all(o: &Options) -> Result<(), String> {
         let (rows, notes) = apps::run(&runner, &plan)?;
         results["apps_notes"] = json!(notes);
         results["apps"] = Value::Array(rows.iter().map(|r| r.to_json()).collect());
+        results["apps_threaded"] = apps::threaded_json(&rows);
         save(&results)?;
         let mut csv = format!("{}\n", apps::Row::CSV_HEADER);
         for r in &rows {
