@@ -188,34 +188,40 @@ pub fn run(runner: &Runner, plan: &Plan) -> Result<(Vec<Row>, Vec<String>), Stri
     let mut notes = Vec::new();
     for &app in plan.apps {
         let size = (plan.sizes)(app);
+        // A threaded run follows the same run with one host thread at once, so that the
+        // two compared see the same load (a machine shared with others drifts).
         let variants: &[bool] = if THREADED.contains(&app) {
             &[false, true]
         } else {
             &[false]
         };
-        for &threaded in variants {
-            let env = vec![
+        let env_of = |threaded: bool| {
+            vec![
                 ("APP_SIZE".to_string(), size.clone()),
                 ("APP_REPS".to_string(), plan.reps.to_string()),
                 ("APP_CHECK".to_string(), plan.check.to_string()),
                 ("APP_THREADS".to_string(), u8::from(threaded).to_string()),
-            ];
-            let threads = if threaded {
+            ]
+        };
+        let threads = |threaded: bool| {
+            if threaded {
                 ", a host thread per device"
             } else {
                 ""
-            };
-            let mut native_counts: Vec<usize> = std::iter::once(1)
-                .chain(plan.ranks.iter().copied())
-                .filter(|&n| n <= plan.native_max_devices)
-                .collect();
-            native_counts.sort_unstable();
-            native_counts.dedup();
-            for n in native_counts {
-                eprintln!(
-                    "  apps: {app} (size {size}), vendor, {n} device(s) in one process{threads}"
-                );
-                let mut env = env.clone();
+            }
+        };
+        let first = rows.len();
+        let mut native_counts: Vec<usize> = std::iter::once(1)
+            .chain(plan.ranks.iter().copied())
+            .filter(|&n| n <= plan.native_max_devices)
+            .collect();
+        native_counts.sort_unstable();
+        native_counts.dedup();
+        for n in native_counts {
+            for &threaded in variants {
+                let t = threads(threaded);
+                eprintln!("  apps: {app} (size {size}), vendor, {n} device(s) in one process{t}");
+                let mut env = env_of(threaded);
                 env.push(("CTEST_EXPECT_DEVICES".into(), n.to_string()));
                 match runner.native(n, app, &env) {
                     Ok(out) => {
@@ -232,16 +238,19 @@ pub fn run(runner: &Runner, plan: &Plan) -> Result<(Vec<Row>, Vec<String>), Stri
                     }
                     // The 1-device baseline must run; more devices are a comparison only.
                     Err(e) if n > 1 => notes.push(format!(
-                        "{app}: vendor with {n} devices{threads} did not run: {e}"
+                        "{app}: vendor with {n} devices{t} did not run: {e}"
                     )),
                     Err(e) => return Err(e),
                 }
             }
-            for &n in plan.ranks {
-                eprintln!("  apps: {app} (size {size}), MirrorCL, {n} rank(s){threads}");
+        }
+        for &n in plan.ranks {
+            for &threaded in variants {
+                let t = threads(threaded);
+                eprintln!("  apps: {app} (size {size}), MirrorCL, {n} rank(s){t}");
                 let variant = if threaded { "-threaded" } else { "" };
                 let stats = runner.logs.join(format!("stats-{app}{variant}-{n}.json"));
-                let mut env = env.clone();
+                let mut env = env_of(threaded);
                 env.push(("MIRRORCL_STATS".into(), stats.display().to_string()));
                 env.push(("CTEST_EXPECT_DEVICES".into(), n.to_string()));
                 let out = runner.mirrorcl(n, app, &[], &env)?;
@@ -260,6 +269,8 @@ pub fn run(runner: &Runner, plan: &Plan) -> Result<(Vec<Row>, Vec<String>), Stri
                 )?);
             }
         }
+        // The table lists the application's single-threaded runs first (a stable sort).
+        rows[first..].sort_by_key(|r| r.threaded);
     }
     Ok((rows, notes))
 }
