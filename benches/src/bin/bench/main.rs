@@ -30,9 +30,9 @@ pub fn median(v: &[f64]) -> f64 {
 ///
 /// Runs the IV.7.2 microbenchmark in the thesis' three variants next to hand-written MPI,
 /// the cost per command against the native platform per API family, the copy bandwidth
-/// between two ranks next to raw MPI, and the applications' strong scaling; writes JSON,
-/// CSV, SVG plots and a Markdown summary, and (with --docs) puts the summary into
-/// docs/benchmarks.md.
+/// between two ranks next to raw MPI, and the applications' strong scaling (binomialoption
+/// also with one host thread per device, against itself with one); writes JSON, CSV, SVG
+/// plots and a Markdown summary, and (with --docs) puts the summary into docs/benchmarks.md.
 #[derive(Parser)]
 #[command(name = "mirrorcl-bench")]
 // The last of a repeated option wins: scripts put their defaults before the user's.
