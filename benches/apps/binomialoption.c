@@ -31,6 +31,9 @@
  * starts it and one that ends it (the main thread takes part in all and times the
  * repetition from its start to its end).  kernel_s and transfer_s of the TIME line
  * are those of the thread that finished the repetition last (the threads overlap).
+ * Unlike the sample, which sets up its queues and buffers on the main thread and
+ * creates its threads anew for every iteration, the threads here set up their own and
+ * live through all repetitions, so that the timing holds the repetitions alone.
  * The result check is the single-threaded mode's.  APP_THREADS=0 or unset: one host
  * thread enqueues for every device (the mode above); any other value is fatal.
  *
