@@ -19,11 +19,31 @@
  *
  * APP_CHECK=sample: the reference prices only a sample of the options (app.h).
  *
+ * APP_THREADS=1: one host thread per device, as AMD's BinomialOptionMultiGPU drives
+ * its devices.  The main thread creates the threads (pthread_create) after building
+ * the program; each creates its own in-order queue, its two buffers and its kernel
+ * object, and per repetition maps its input for write (non-blocking,
+ * CL_MAP_WRITE_INVALIDATE_REGION), fills it, unmaps it, runs the kernel, maps its
+ * output for read, copies it out and unmaps it, waiting for each of those commands by
+ * polling clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS) as the sample does (never
+ * clFinish).  The threads synchronise only through host barriers: one after their
+ * set-up (queue, buffers, kernel, warm-up: not timed), then per repetition one that
+ * starts it and one that ends it (the main thread takes part in all and times the
+ * repetition from its start to its end).  kernel_s and transfer_s of the TIME line
+ * are those of the thread that finished the repetition last (the threads overlap).
+ * Unlike the sample, which sets up its queues and buffers on the main thread and
+ * creates its threads anew for every iteration, the threads here set up their own and
+ * live through all repetitions, so that the timing holds the repetitions alone.
+ * The result check is the single-threaded mode's.  APP_THREADS=0 or unset: one host
+ * thread enqueues for every device (the mode above); any other value is fatal.
+ *
  * Environment: APP_SIZE options (multiple of 4; default 64K; tests: 4K), BO_STEPS lattice
  * steps (even, default 254 as in the sample; lowered to fit the devices' largest
- * work-group), APP_REPS, APP_CHECK.
+ * work-group), APP_REPS, APP_CHECK, APP_THREADS.
  */
 #include "app.h"
+
+#include <sched.h>
 
 static const char *kSrc =
     "#define RISKFREE 0.02f\n"
@@ -116,6 +136,140 @@ static void ref_range(void *p, size_t b, size_t e)
     free(call);
 }
 
+/* ---- APP_THREADS=1 ------------------------------------------------------- */
+
+/* One device's thread: what it is given, and what it measured of the current repetition. */
+typedef struct {
+    app_t *app;
+    cl_program prog;
+    cl_uint d;
+    size_t first, cnt; /* its slice, in float4 samples */
+    size_t wg;
+    int steps;
+    const float *rnd;
+    float *out;
+    pthread_barrier_t *start, *end; /* ndev + 1 parties: the threads and the main thread */
+    double kernel, transfer, done;  /* of the current repetition; done: when it ended */
+} bo_thread_t;
+
+/*
+ * Waits for ev's command by polling its status, as the sample does, then releases ev.
+ * The sample spins; yielding between polls leaves the core to the devices' and
+ * MirrorCL's threads where ranks share cores (PoCL on a small machine).
+ */
+static void bo_poll(cl_event ev)
+{
+    cl_int st = CL_QUEUED;
+    for (;;) {
+        MUST(clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
+        if (st == CL_COMPLETE)
+            break;
+        if (st < 0)
+            ct_die("a command of a device thread failed");
+        sched_yield();
+    }
+    MUST(clReleaseEvent(ev));
+}
+
+static void *bo_thread(void *p)
+{
+    bo_thread_t *w = (bo_thread_t *)p;
+    app_t *a = w->app;
+    cl_command_queue q = ct_queue(a->ctx, a->devs[w->d], 0);
+    cl_kernel k = ct_kernel(w->prog, "binomial_options");
+    size_t bytes = w->cnt * 4 * sizeof(float), g = w->cnt * w->wg;
+    cl_mem bin = app_buffer(a, w->d, CL_MEM_READ_ONLY, bytes);
+    cl_mem bout = app_buffer(a, w->d, CL_MEM_WRITE_ONLY, bytes);
+    MUST(clSetKernelArg(k, 1, sizeof(cl_mem), &bin));
+    MUST(clSetKernelArg(k, 2, sizeof(cl_mem), &bout));
+    MUST(clSetKernelArg(k, 3, w->wg * 4 * sizeof(float), NULL));
+    MUST(clSetKernelArg(k, 4, w->wg * 4 * sizeof(float), NULL));
+    cl_event ev;
+    if (a->warmup) {
+        int nosteps = 0; /* as the single-threaded warm-up: only the leaves */
+        MUST(clSetKernelArg(k, 0, sizeof(int), &nosteps));
+        MUST(clEnqueueNDRangeKernel(q, k, 1, NULL, &g, &w->wg, 0, NULL, &ev));
+        MUST(clFlush(q));
+        bo_poll(ev);
+    }
+    MUST(clSetKernelArg(k, 0, sizeof(int), &w->steps));
+    pthread_barrier_wait(w->end); /* set up: the repetitions' timing starts after this */
+    for (int rep = 0; rep < a->reps; rep++) {
+        pthread_barrier_wait(w->start);
+        double t0 = app_now();
+        float *in;
+        CREATE(in = (float *)clEnqueueMapBuffer(q, bin, CL_FALSE, CL_MAP_WRITE_INVALIDATE_REGION, 0, bytes, 0,
+                                                NULL, &ev, &E));
+        MUST(clFlush(q));
+        bo_poll(ev);
+        memcpy(in, w->rnd + w->first * 4, bytes);
+        MUST(clEnqueueUnmapMemObject(q, bin, in, 0, NULL, &ev));
+        MUST(clFlush(q));
+        bo_poll(ev);
+        double t1 = app_now();
+        MUST(clEnqueueNDRangeKernel(q, k, 1, NULL, &g, &w->wg, 0, NULL, &ev));
+        MUST(clFlush(q));
+        bo_poll(ev);
+        double t2 = app_now();
+        const float *res;
+        CREATE(res = (const float *)clEnqueueMapBuffer(q, bout, CL_FALSE, CL_MAP_READ, 0, bytes, 0, NULL, &ev, &E));
+        MUST(clFlush(q));
+        bo_poll(ev);
+        memcpy(w->out + w->first * 4, res, bytes);
+        MUST(clEnqueueUnmapMemObject(q, bout, (void *)res, 0, NULL, &ev));
+        MUST(clFlush(q));
+        bo_poll(ev);
+        double t3 = app_now();
+        w->transfer = (t1 - t0) + (t3 - t2);
+        w->kernel = t2 - t1;
+        w->done = t3;
+        pthread_barrier_wait(w->end);
+    }
+    MUST(clReleaseMemObject(bin));
+    MUST(clReleaseMemObject(bout));
+    MUST(clReleaseKernel(k));
+    MUST(clReleaseCommandQueue(q));
+    return NULL;
+}
+
+/* The timed repetitions with one host thread per device; the best one in *best. */
+static void bo_threaded(app_t *app, cl_program prog, const size_t *first, const size_t *cnt, size_t wg, int steps,
+                        const float *rnd, float *out, size_t n, app_times_t *best)
+{
+    cl_uint ndev = app->ndev;
+    pthread_barrier_t start, end;
+    pthread_barrier_init(&start, NULL, ndev + 1);
+    pthread_barrier_init(&end, NULL, ndev + 1);
+    pthread_t th[CT_MAX_DEVICES];
+    bo_thread_t w[CT_MAX_DEVICES];
+    for (cl_uint d = 0; d < ndev; d++) {
+        w[d] = (bo_thread_t){app, prog, d, first[d], cnt[d], wg, steps, rnd, out, &start, &end, 0, 0, 0};
+        if (pthread_create(&th[d], NULL, bo_thread, &w[d]) != 0)
+            ct_die("pthread_create failed");
+    }
+    pthread_barrier_wait(&end); /* every thread has its queue, buffers and kernel, warmed up */
+    for (int rep = 0; rep < app->reps; rep++) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = NAN;
+        app_times_t t;
+        app_t_begin(&t);
+        pthread_barrier_wait(&start);
+        pthread_barrier_wait(&end);
+        app_t_end(&t);
+        cl_uint last = 0;
+        for (cl_uint d = 1; d < ndev; d++)
+            if (w[d].done > w[last].done)
+                last = d;
+        t.kernel = w[last].kernel;
+        t.transfer = w[last].transfer;
+        app_t_keep_best(best, &t, rep);
+    }
+    for (cl_uint d = 0; d < ndev; d++)
+        pthread_join(th[d], NULL);
+    pthread_barrier_destroy(&start);
+    pthread_barrier_destroy(&end);
+}
+
 int main(void)
 {
     app_t app;
@@ -125,6 +279,9 @@ int main(void)
     if (n % 4 || n == 0)
         ct_die("APP_SIZE (options) must be a positive multiple of 4");
     cl_uint ndev = app.ndev;
+    unsigned long long threaded = app_env_ull("APP_THREADS", 0);
+    if (threaded > 1)
+        ct_die("APP_THREADS must be 0 (one host thread) or 1 (one host thread per device)");
 
     cl_program prog = ct_build(app.ctx, kSrc, NULL);
     cl_kernel k = ct_kernel(prog, "binomial_options");
@@ -136,6 +293,7 @@ int main(void)
         ct_die("BO_STEPS must be an even number >= 2");
     size_t samples = n / 4, wg = (size_t)steps + 1;
     printf("  %zu options (%zu float4 samples), %d steps, work-group %zu\n", n, samples, steps, wg);
+    printf("  %s\n", threaded ? "one host thread per device (APP_THREADS=1)" : "one host thread for all devices");
 
     float *rnd = app_malloc(n * sizeof(float)), *out = app_malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++)
@@ -145,54 +303,61 @@ int main(void)
     cl_mem bin[CT_MAX_DEVICES], bout[CT_MAX_DEVICES];
     for (cl_uint d = 0; d < ndev; d++) {
         app_split(samples, ndev, d, &first[d], &cnt[d]);
+        if (threaded)
+            continue; /* each device's thread creates its own buffers */
         bin[d] = app_buffer(&app, d, CL_MEM_READ_ONLY, cnt[d] * 4 * sizeof(float));
         bout[d] = app_buffer(&app, d, CL_MEM_WRITE_ONLY, cnt[d] * 4 * sizeof(float));
     }
-    MUST(clSetKernelArg(k, 3, wg * 4 * sizeof(float), NULL));
-    MUST(clSetKernelArg(k, 4, wg * 4 * sizeof(float), NULL));
-    if (app.warmup) {
-        int nosteps = 0; /* no lattice steps: the launch only computes the leaves */
-        MUST(clSetKernelArg(k, 0, sizeof(int), &nosteps));
-        for (cl_uint d = 0; d < ndev; d++) {
-            size_t g = cnt[d] * wg;
-            MUST(clSetKernelArg(k, 1, sizeof(cl_mem), &bin[d]));
-            MUST(clSetKernelArg(k, 2, sizeof(cl_mem), &bout[d]));
-            MUST(clEnqueueNDRangeKernel(app.q[d], k, 1, NULL, &g, &wg, 0, NULL, NULL));
+    app_times_t best = {0};
+    if (threaded) {
+        bo_threaded(&app, prog, first, cnt, wg, steps, rnd, out, n, &best);
+    } else {
+        app_times_t t;
+        MUST(clSetKernelArg(k, 3, wg * 4 * sizeof(float), NULL));
+        MUST(clSetKernelArg(k, 4, wg * 4 * sizeof(float), NULL));
+        if (app.warmup) {
+            int nosteps = 0; /* no lattice steps: the launch only computes the leaves */
+            MUST(clSetKernelArg(k, 0, sizeof(int), &nosteps));
+            for (cl_uint d = 0; d < ndev; d++) {
+                size_t g = cnt[d] * wg;
+                MUST(clSetKernelArg(k, 1, sizeof(cl_mem), &bin[d]));
+                MUST(clSetKernelArg(k, 2, sizeof(cl_mem), &bout[d]));
+                MUST(clEnqueueNDRangeKernel(app.q[d], k, 1, NULL, &g, &wg, 0, NULL, NULL));
+            }
+            app_finish_all(&app);
         }
-        app_finish_all(&app);
-    }
-    MUST(clSetKernelArg(k, 0, sizeof(int), &steps));
+        MUST(clSetKernelArg(k, 0, sizeof(int), &steps));
 
-    app_times_t t, best = {0};
-    for (int rep = 0; rep < app.reps; rep++) {
-        for (size_t i = 0; i < n; i++)
-            out[i] = NAN;
-        app_t_begin(&t);
-        app_t_mark(&t);
-        for (cl_uint d = 0; d < ndev; d++)
-            MUST(clEnqueueWriteBuffer(app.q[d], bin[d], CL_FALSE, 0, cnt[d] * 4 * sizeof(float), rnd + first[d] * 4,
-                                      0, NULL, NULL));
-        app_finish_all(&app);
-        app_t_transfer(&t);
+        for (int rep = 0; rep < app.reps; rep++) {
+            for (size_t i = 0; i < n; i++)
+                out[i] = NAN;
+            app_t_begin(&t);
+            app_t_mark(&t);
+            for (cl_uint d = 0; d < ndev; d++)
+                MUST(clEnqueueWriteBuffer(app.q[d], bin[d], CL_FALSE, 0, cnt[d] * 4 * sizeof(float), rnd + first[d] * 4,
+                                          0, NULL, NULL));
+            app_finish_all(&app);
+            app_t_transfer(&t);
 
-        app_t_mark(&t);
-        for (cl_uint d = 0; d < ndev; d++) {
-            size_t g = cnt[d] * wg;
-            MUST(clSetKernelArg(k, 1, sizeof(cl_mem), &bin[d]));
-            MUST(clSetKernelArg(k, 2, sizeof(cl_mem), &bout[d]));
-            MUST(clEnqueueNDRangeKernel(app.q[d], k, 1, NULL, &g, &wg, 0, NULL, NULL));
+            app_t_mark(&t);
+            for (cl_uint d = 0; d < ndev; d++) {
+                size_t g = cnt[d] * wg;
+                MUST(clSetKernelArg(k, 1, sizeof(cl_mem), &bin[d]));
+                MUST(clSetKernelArg(k, 2, sizeof(cl_mem), &bout[d]));
+                MUST(clEnqueueNDRangeKernel(app.q[d], k, 1, NULL, &g, &wg, 0, NULL, NULL));
+            }
+            app_finish_all(&app);
+            app_t_kernel(&t);
+
+            app_t_mark(&t);
+            for (cl_uint d = 0; d < ndev; d++)
+                MUST(clEnqueueReadBuffer(app.q[d], bout[d], CL_FALSE, 0, cnt[d] * 4 * sizeof(float), out + first[d] * 4,
+                                         0, NULL, NULL));
+            app_finish_all(&app);
+            app_t_transfer(&t);
+            app_t_end(&t);
+            app_t_keep_best(&best, &t, rep);
         }
-        app_finish_all(&app);
-        app_t_kernel(&t);
-
-        app_t_mark(&t);
-        for (cl_uint d = 0; d < ndev; d++)
-            MUST(clEnqueueReadBuffer(app.q[d], bout[d], CL_FALSE, 0, cnt[d] * 4 * sizeof(float), out + first[d] * 4,
-                                     0, NULL, NULL));
-        app_finish_all(&app);
-        app_t_transfer(&t);
-        app_t_end(&t);
-        app_t_keep_best(&best, &t, rep);
     }
 
     /* The devices' slices in options (the split is in float4 samples). */
@@ -210,7 +375,7 @@ int main(void)
     app_sample_free(&smp);
     app_report(&app, n, &best);
 
-    for (cl_uint d = 0; d < ndev; d++) {
+    for (cl_uint d = 0; d < ndev && !threaded; d++) {
         MUST(clReleaseMemObject(bin[d]));
         MUST(clReleaseMemObject(bout[d]));
     }

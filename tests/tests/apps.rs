@@ -79,3 +79,31 @@ fn applications_natively_with_a_sampled_check() {
         out.report()
     );
 }
+
+/// binomialoption with one host thread per device (`APP_THREADS=1`, AMD's
+/// BinomialOptionMultiGPU: each thread maps, unmaps, runs its kernel and polls its
+/// events on its own queue, all threads at once): natively, on one rank with two
+/// devices (two threads in one MirrorCL process) and on two ranks (each rank runs both
+/// threads, interleaved its own way), every rank checking all options.
+#[test]
+fn binomialoption_with_one_host_thread_per_device() {
+    const MODE: &str = "one host thread per device (APP_THREADS=1)";
+    let env = [("APP_SIZE", "4K"), ("APP_THREADS", "1"), ("APP_REPS", "2")];
+    let out = run_program_with("binomialoption", Way::Native, 2, &env)
+        .expect("binomialoption (native, 2 devices, APP_THREADS=1) runs");
+    assert!(
+        out.passed() && out.stdout.contains(MODE),
+        "{}",
+        out.report()
+    );
+    for (ranks, devices) in [(1, 2), (2, 1)] {
+        let out = check_cluster("binomialoption", ranks, devices, &env);
+        for (rank, (stdout, _)) in out.outputs.iter().enumerate() {
+            assert!(
+                stdout.contains(MODE),
+                "rank {rank} of {ranks}: not threaded\n{}",
+                out.report()
+            );
+        }
+    }
+}

@@ -116,6 +116,49 @@ fn a_quick_run_of_every_part_writes_figures_plots_and_a_summary() {
             );
         }
     }
+    // binomialoption also with one host thread per device, natively and on 1 and 2
+    // ranks, each compared with the same run's single host thread.
+    for (mode, devices) in [("native", 1), ("mirrorcl", 1), ("mirrorcl", 2)] {
+        for threaded in [false, true] {
+            assert_eq!(
+                apps.iter()
+                    .filter(|r| r["app"] == "binomialoption"
+                        && r["mode"] == mode
+                        && r["devices"] == devices
+                        && r["threaded"] == threaded)
+                    .count(),
+                1,
+                "binomialoption {mode} {devices} threaded={threaded}: {apps:?}"
+            );
+        }
+    }
+    assert!(
+        apps.iter()
+            .all(|r| r["threaded"] == false || r["app"] == "binomialoption"),
+        "{apps:?}"
+    );
+    let threaded = results["apps_threaded"].as_array().unwrap();
+    assert_eq!(
+        threaded.len(),
+        4,
+        "native 1 and 2 devices, 1 and 2 ranks: {threaded:?}"
+    );
+    for (mode, devices) in [
+        ("native", 1),
+        ("native", 2),
+        ("mirrorcl", 1),
+        ("mirrorcl", 2),
+    ] {
+        let c = threaded
+            .iter()
+            .find(|c| c["app"] == "binomialoption" && c["mode"] == mode && c["devices"] == devices)
+            .unwrap_or_else(|| panic!("{mode} {devices}: {threaded:?}"));
+        let single = c["single_threaded_s_per_rep"].as_f64().unwrap();
+        let thr = c["threaded_s_per_rep"].as_f64().unwrap();
+        let ratio = c["threaded_over_single_threaded"].as_f64().unwrap();
+        assert!(single > 0.0 && thr > 0.0, "{c}");
+        assert!((ratio - thr / single).abs() < 1e-9, "{c}");
+    }
     // Cost per command: every family, with MirrorCL's and the native figures.
     let families = results["overhead"]["families"].as_object().unwrap();
     for f in [
@@ -150,9 +193,26 @@ fn a_quick_run_of_every_part_writes_figures_plots_and_a_summary() {
         "#### Copy bandwidth",
         "#### Applications: strong scaling",
         "Goal, latency within 2×",
+        "One host thread per device (`APP_THREADS=1`",
+        "| binomialoption | 4096 | MirrorCL, 2 rank(s), a host thread per device |",
     ] {
         assert!(summary.contains(heading), "{heading}:\n{summary}");
     }
+    // The comparison: one line per run, its ratio the threaded time over the other.
+    let compared: Vec<&str> = summary
+        .lines()
+        .skip_while(|l| !l.starts_with("One host thread per device"))
+        .filter(|l| l.starts_with("| binomialoption |"))
+        .collect();
+    assert_eq!(compared.len(), 4, "{summary}");
+    assert!(compared.iter().all(|l| l.ends_with("× |")), "{compared:?}");
+    let csv = std::fs::read_to_string(out.join("apps.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().ends_with(",threaded"), "{csv}");
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("binomialoption,mirrorcl,2,") && l.ends_with(",true")),
+        "{csv}"
+    );
 
     // Publishing twice replaces the label's section instead of adding another.
     let docs = dir.join("docs").join("benchmarks.md");

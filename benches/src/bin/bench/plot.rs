@@ -126,19 +126,32 @@ pub fn all(out: &Path, results: &Value) -> Result<(), String> {
                 }
             }
         }
+        // Results of before the threaded variant have no "threaded": one host thread.
+        let threaded = |r: &Value| r["threaded"].as_bool().unwrap_or(false);
         let base = |app: &str| {
             rows.iter()
-                .find(|r| r["app"] == app && r["mode"] == "native" && r["devices"] == 1)
+                .find(|r| {
+                    r["app"] == app && r["mode"] == "native" && r["devices"] == 1 && !threaded(r)
+                })
                 .and_then(|r| r["total_s"].as_f64())
         };
         let mut ranks: Vec<f64> = Vec::new();
-        let mut series: Vec<Series> = apps
-            .iter()
-            .map(|&a| Series {
-                name: a.into(),
+        let variants = apps.iter().flat_map(|&a| {
+            [false, true]
+                .into_iter()
+                .filter(move |&t| rows.iter().any(|r| r["app"] == a && threaded(r) == t))
+                .map(move |t| (a, t))
+        });
+        let mut series: Vec<Series> = variants
+            .map(|(a, t)| Series {
+                name: if t {
+                    format!("{a}, a host thread per device")
+                } else {
+                    a.into()
+                },
                 points: rows
                     .iter()
-                    .filter(|r| r["app"] == a && r["mode"] == "mirrorcl")
+                    .filter(|r| r["app"] == a && r["mode"] == "mirrorcl" && threaded(r) == t)
                     .filter_map(|r| {
                         let n = r["devices"].as_f64()?;
                         if !ranks.contains(&n) {
