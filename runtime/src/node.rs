@@ -134,6 +134,14 @@ impl Node {
         }
     }
 
+    /// This node with collectives of host threads bounded by `deadline`.
+    pub fn with_deadline(self, deadline: std::time::Duration) -> Node {
+        Node {
+            deadline: Some(deadline),
+            ..self
+        }
+    }
+
     pub fn is_cluster(&self) -> bool {
         self.size > 1
     }
@@ -488,7 +496,7 @@ mod tests {
     #[test]
     fn host_threads_exchange_whatever_their_interleaving() {
         let results = on_ranks(3, |c| {
-            let node = Node::over(Box::new(c));
+            let node = Node::over(Box::new(c)).with_deadline(std::time::Duration::from_secs(20));
             let node = &node;
             std::thread::scope(|s| {
                 let threads: Vec<_> = (1..=2u64)
@@ -501,14 +509,22 @@ mod tests {
                                 if (node.rank as u64 + i) % 3 == slot {
                                     std::thread::sleep(std::time::Duration::from_millis(2));
                                 }
-                                let all = node.exchange(&Seed(slot * 1000 + i * 10 + node.rank as u64));
+                                let all =
+                                    node.exchange(&Seed(slot * 1000 + i * 10 + node.rank as u64));
                                 got.push(all.iter().map(|s| s.0).collect::<Vec<_>>());
                             }
-                            (slot, got, node.tag_with(0) >> crate::host_threads::SLOT_SHIFT)
+                            (
+                                slot,
+                                got,
+                                node.tag_with(0) >> crate::host_threads::SLOT_SHIFT,
+                            )
                         })
                     })
                     .collect();
-                threads.into_iter().map(|t| t.join().expect("no panic")).collect::<Vec<_>>()
+                threads
+                    .into_iter()
+                    .map(|t| t.join().expect("no panic"))
+                    .collect::<Vec<_>>()
             })
         });
         for got in results {
