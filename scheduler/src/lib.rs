@@ -18,6 +18,7 @@
 
 pub mod relay;
 pub mod sim;
+pub mod tags;
 mod validity;
 
 pub use validity::{ValidSet, ValidityMap};
