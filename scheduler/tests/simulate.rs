@@ -1002,13 +1002,10 @@ fn overlapping_accesses_in_one_command_move_each_byte_once() {
         1,
     );
     assert_eq!(hops(&steps), vec![(H, D0, 0..8), (H, D0, 8..12)]);
-    // The command waits for both steps; the second step waits for nothing at D0 but the
-    // first (it writes the same instance).
-    // (A token may be named more than once, once per access.)
-    let mut deps = deps;
-    deps.dedup();
+    // The command waits for both steps, each named once; the second step waits for
+    // nothing (its bytes are not the first's: hazards are per byte range).
     assert_eq!(deps, vec![1011, 1012]);
-    assert_eq!(steps[1].1, vec![1011]);
+    assert_eq!(steps[1].1, vec![]);
     assert_eq!(
         s.validity(b, 0..32),
         vec![
@@ -1078,12 +1075,14 @@ fn partial_writes_leave_mixed_validity_and_each_segment_takes_its_route() {
         ]
     );
     // Each step waits for the writer of its source, and for earlier accesses to its
-    // destination instance (the host hop also for the step it stages).
+    // bytes at its destination (the host hop also for the step it stages).
     assert!(steps[1].1.contains(&1));
     assert!(steps[2].1.contains(&steps_token(3, 1)));
-    assert_eq!(steps[3].1, vec![2, steps_token(3, 2)]);
-    // The steps into D1 form a chain; the command waits for its last link.
-    assert_eq!(deps, vec![steps_token(3, 4)]);
+    assert_eq!(steps[3].1, vec![2]);
+    // The steps into D1 bring disjoint ranges, so they do not wait for each other; the
+    // command waits for each of them.
+    let into_d1 = [0, 2, 3, 4].map(|n| steps_token(3, n));
+    assert_eq!(deps, into_d1);
     assert_eq!(
         s.validity(b, 0..32),
         vec![
@@ -1305,14 +1304,21 @@ fn a_buffer_attached_to_another_ranks_device_moves_from_and_back_to_it() {
         vec![(step(4..8, D0, D1), vec![4, st(1, 0), 1, st(2, 0), st(3, 0)])]
     );
     assert_eq!(deps, vec![st(3, 0)]);
-    // D0 reads and writes the whole buffer: from D1 first (after the write-back), back
-    // to D1 afterwards.
+    // D0 reads and writes the whole buffer: from D1 first (after the write-back, and
+    // after what D1's other bytes and D0's await per range), back to D1 afterwards
+    // (after every reader of each of D1's ranges).
     let (steps, deps) = run(&mut s, D0, 1, &whole(Mode::ReadWrite), 5);
     assert_eq!(
         steps,
         vec![
-            (step(0..16, D1, D0), vec![st(4, 0), 4, st(4, 0)]),
-            (step(0..16, D0, D1), vec![5, st(4, 0), st(5, 0)]),
+            (
+                step(0..16, D1, D0),
+                vec![st(1, 0), st(4, 0), st(3, 0), 3, 4]
+            ),
+            (
+                step(0..16, D0, D1),
+                vec![5, st(1, 0), 1, st(2, 0), st(3, 0), st(5, 0), st(4, 0)]
+            ),
         ]
     );
     assert_eq!(deps, vec![st(5, 0)]);
