@@ -450,39 +450,47 @@ pub fn check_matching(plans: &[RankPlan]) -> Result<(), String> {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum Act {
+pub enum Act {
     Local,
     Send(u32, u64),
     Recv(u32, u64),
 }
 
+/// The actions of `roles`, in order.
+pub fn acts<'r>(roles: impl IntoIterator<Item = &'r Option<Role>>) -> Vec<Act> {
+    let mut acts = Vec::new();
+    for role in roles.into_iter().flatten() {
+        match role {
+            Role::Exec(_) | Role::Copy => acts.push(Act::Local),
+            Role::Send { peers, .. } => {
+                acts.extend(peers.iter().map(|&(p, tag)| Act::Send(p, tag)));
+            }
+            Role::Recv { peer, tag } => acts.push(Act::Recv(*peer, *tag)),
+        }
+    }
+    acts
+}
+
 /// Each rank processes its action list in order; a receive blocks until the matching
 /// send was posted; with `rendezvous`, a send also blocks until it was received.
 pub fn check_progress(plans: &[RankPlan], rendezvous: bool) -> Result<(), String> {
-    let lists: Vec<Vec<Act>> = plans
-        .iter()
-        .map(|plan| {
-            let mut acts = Vec::new();
-            for role in plan.roles.iter().flatten() {
-                match role {
-                    Role::Exec(_) | Role::Copy => acts.push(Act::Local),
-                    Role::Send { peers, .. } => {
-                        acts.extend(peers.iter().map(|&(p, tag)| Act::Send(p, tag)));
-                    }
-                    Role::Recv { peer, tag } => acts.push(Act::Recv(*peer, *tag)),
-                }
-            }
-            acts
-        })
+    let lists = (plans.iter().enumerate())
+        .map(|(rank, plan)| (rank as u32, acts(&plan.roles)))
         .collect();
+    check_progress_of(lists, rendezvous)
+}
+
+/// [`check_progress`] over action lists, each of the rank it names; a rank may have
+/// several, each processed in order (one per host thread).
+pub fn check_progress_of(lists: Vec<(u32, Vec<Act>)>, rendezvous: bool) -> Result<(), String> {
     let mut pc = vec![0usize; lists.len()];
     let mut posted: HashSet<Message> = HashSet::new();
     let mut received: HashSet<Message> = HashSet::new();
     loop {
         let mut progressed = false;
-        for rank in 0..lists.len() {
-            while let Some(&act) = lists[rank].get(pc[rank]) {
-                let me = rank as u32;
+        for (i, (me, list)) in lists.iter().enumerate() {
+            let me = *me;
+            while let Some(&act) = list.get(pc[i]) {
                 let done = match act {
                     Act::Local => true,
                     Act::Send(p, tag) => {
@@ -500,19 +508,16 @@ pub fn check_progress(plans: &[RankPlan], rendezvous: bool) -> Result<(), String
                 if !done {
                     break;
                 }
-                pc[rank] += 1;
+                pc[i] += 1;
                 progressed = true;
             }
         }
-        if pc.iter().zip(&lists).all(|(&p, l)| p == l.len()) {
+        if pc.iter().zip(&lists).all(|(&p, (_, l))| p == l.len()) {
             return Ok(());
         }
         if !progressed {
-            let stuck: Vec<_> = pc
-                .iter()
-                .zip(&lists)
-                .enumerate()
-                .map(|(r, (&p, l))| (r, l.get(p).copied()))
+            let stuck: Vec<_> = (pc.iter().zip(&lists))
+                .map(|(&p, (r, l))| (r, l.get(p).copied()))
                 .collect();
             return Err(format!("deadlock (rendezvous={rendezvous}): {stuck:?}"));
         }
