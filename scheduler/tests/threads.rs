@@ -4,23 +4,28 @@
 //! Random scenarios: N ranks owning the devices, T host threads, each with its own
 //! command stream over its own buffers and over its own slice of one shared buffer (as
 //! sub-buffers are: a window on the parent's bytes, scheduled as a range of the parent),
-//! on devices of any rank and on the host copy (maps, reads). Each rank feeds the streams
-//! to one `Scheduler` in a random interleaving of its own (program order kept within a
-//! thread), names buffers and tokens per thread (as the runtime does, by slot), and
-//! takes the tag of every message from [`Tags`] with the thread's slot, at both ends.
-//! Checked:
-//! - each thread's plan (its steps, per buffer, in order; its streams; its dependencies
-//!   on its own items) and every buffer's final valid sets are the same on every rank;
+//! on devices of any rank and on the host copy (maps, reads), each thread on its own
+//! queues; then the main thread, after joining them, on any byte of any buffer. Each
+//! rank feeds the streams to one `Scheduler` in a random interleaving of its own
+//! (program order kept within a thread), names buffers and tokens per thread (as the
+//! runtime does, by slot), and takes the tag of every message from [`Tags`] with the
+//! thread's slot, at both ends. Checked:
+//! - each thread's plan (its items in order: steps, streams, dependencies) is the same
+//!   on every rank, a thread's items wait only for its own, the steps per buffer and
+//!   thread are the same, and so are every buffer's final valid sets;
 //! - every send meets exactly one receive with the same (sender, receiver, tag), for the
 //!   same step (buffer and range);
-//! - every rank's actions run to completion in order, with and without rendezvous sends;
-//! - executed asynchronously on per-rank byte-level memories (`common::run_cluster`),
-//!   every command reads, and every valid location ends with, the bytes of one device
-//!   running each thread's stream in order.
+//! - each thread's actions on each rank run to completion in order, with buffered and
+//!   with rendezvous sends;
+//! - executed asynchronously on per-rank byte-level memories (`common::run_cluster`:
+//!   dependencies and stream order only), every command reads, and every valid location
+//!   ends with, the bytes of one device running the threads' streams one after another.
 //!
-//! And that this can fail: tags from one counter per pair of ranks, whatever the slot,
-//! pair up wrongly as soon as two ranks interleave two threads differently
-//! (`one_counter_per_pair_is_caught`).
+//! And that this can fail: tags from one counter per pair of ranks, whatever the slot
+//! (`one_counter_per_pair_is_caught`); steps of several threads on one stream
+//! (`a_step_stream_shared_by_threads_deadlocks`); and hazards kept per buffer instance
+//! rather than per byte range, as the scheduler once did
+//! (`sub_buffers_of_two_threads_do_not_wait_for_each_other`).
 
 mod common;
 
