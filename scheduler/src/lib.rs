@@ -255,25 +255,24 @@ impl<T: Clone> RangeHazards<T> {
 /// names it once however many segments hold it, and the runtime's token.
 type Tok<T> = (u64, T);
 
-/// The tokens of `deps`, each once, in order of first appearance.
-fn unique<T>(mut deps: Vec<Tok<T>>) -> Vec<T> {
-    // Mostly a few: a linear search beats hashing them.
-    if deps.len() <= 16 {
-        let mut i = 1;
-        while i < deps.len() {
-            if deps[..i].iter().any(|(n, _)| *n == deps[i].0) {
-                deps.remove(i);
-            } else {
-                i += 1;
+/// The tokens of `deps`, each once, in order of first appearance; leaves `deps` empty
+/// (a scratch vector, reused).
+fn unique<T>(deps: &mut Vec<Tok<T>>) -> Vec<T> {
+    if deps.len() > 16 {
+        let mut seen = rustc_hash::FxHashSet::default();
+        deps.retain(|(n, _)| seen.insert(*n));
+    } else {
+        // Mostly a few: a linear search beats hashing them.
+        let mut kept = 0;
+        for i in 0..deps.len() {
+            if !deps[..kept].iter().any(|(n, _)| *n == deps[i].0) {
+                deps.swap(kept, i);
+                kept += 1;
             }
         }
-        return deps.into_iter().map(|(_, t)| t).collect();
+        deps.truncate(kept);
     }
-    let mut seen = rustc_hash::FxHashSet::default();
-    (deps.into_iter())
-        .filter(|(n, _)| seen.insert(*n))
-        .map(|(_, t)| t)
-        .collect()
+    deps.drain(..).map(|(_, t)| t).collect()
 }
 
 #[derive(Clone, Debug)]
@@ -361,6 +360,8 @@ pub struct Scheduler<T> {
     next_buffer: BufferId,
     /// The number of the next recorded access (`Tok`).
     next_access: u64,
+    /// Where `schedule` gathers a command's dependencies (kept for its allocation).
+    scratch: Vec<Tok<T>>,
     pub stats: SchedulerStats,
 }
 
@@ -377,6 +378,7 @@ impl<T: Clone> Scheduler<T> {
             buffers: HashMap::default(),
             next_buffer: 1,
             next_access: 0,
+            scratch: Vec::new(),
             stats: SchedulerStats::default(),
         }
     }
@@ -525,7 +527,7 @@ impl<T: Clone> Scheduler<T> {
         mut submit_step: impl FnMut(&Step, Vec<T>) -> (StreamId, T),
     ) -> Vec<T> {
         self.stats.commands += 1;
-        let mut deps = Vec::new();
+        let mut deps = std::mem::take(&mut self.scratch);
         for access in accesses {
             if access.range.is_empty() {
                 continue;
@@ -588,7 +590,9 @@ impl<T: Clone> Scheduler<T> {
                 }
             }
         }
-        unique(deps)
+        let deps_once = unique(&mut deps);
+        self.scratch = deps;
+        deps_once
     }
 
     /// Records that the host copy of `range` was written directly by the host thread
@@ -676,9 +680,9 @@ impl<T: Clone> Scheduler<T> {
             })
             .collect();
         let state = self.buffers.get_mut(&buffer).expect("checked above");
+        let mut deps = Vec::new();
         for (step, scope) in steps.into_iter().zip(scopes) {
             // Borrowed, not cloned: a source's readers grow with the ranks that read it.
-            let mut deps = Vec::new();
             let range = &step.range;
             if let Some(src) = state.hazards.get(&step.from) {
                 src.deps_for(range, Mode::Read, u64::MAX, &mut deps);
@@ -686,7 +690,7 @@ impl<T: Clone> Scheduler<T> {
             if let Some(dst) = state.hazards.get(&step.to) {
                 dst.deps_for(range, Mode::Write, u64::MAX, &mut deps);
             }
-            let (stream, token) = submit_step(&step, unique(deps));
+            let (stream, token) = submit_step(&step, unique(&mut deps));
             let token = (self.next_access, token);
             self.next_access += 1;
             self.stats.steps += 1;
