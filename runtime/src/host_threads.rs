@@ -38,11 +38,9 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// How many threads can be named at once (slot 0 is the main thread's).
-pub const SLOTS: usize = 64;
-
-/// A slot's number sits in the top bits of per-slot counters (tags, buffer ids).
-pub const SLOT_SHIFT: u32 = 40;
+/// How many threads can be named at once, and where a slot sits in per-slot counters:
+/// shared with the scheduler's tag counting (`mirrorcl_scheduler::tags`).
+pub use mirrorcl_scheduler::tags::{SLOTS, SLOT_SHIFT};
 
 /// This thread's slot: unknown until asked, then a slot or `UNNAMED`.
 const UNKNOWN: u16 = u16::MAX;

@@ -9,8 +9,8 @@ use crate::comm::mpi::Mpi;
 use crate::comm::{Communicator, Place, Solo};
 use crate::config::{Config, MpiMode};
 use crate::history::{self, Stamp};
-use crate::host_threads::SLOTS;
 use crate::wire::{self, Message, RecentHistory};
+use mirrorcl_scheduler::tags::Tags;
 use parking_lot::Mutex;
 use std::sync::OnceLock;
 
@@ -26,7 +26,7 @@ pub struct Node {
     pub host: String,
     comm: Box<dyn Communicator>,
     /// Per host-thread slot and peer rank, the tag of the next message with it.
-    tags: Mutex<Vec<u64>>,
+    tags: Mutex<Tags>,
     /// Where this rank stands in its call sequence, as collectives compare it
     /// (`history::stamp`; fixed in unit tests, whose in-process ranks share one history).
     stamp: fn() -> Stamp,
@@ -119,7 +119,7 @@ impl Node {
             local_rank: p.local_rank,
             local_size: p.local_size,
             host: p.host,
-            tags: Mutex::new(vec![0; SLOTS * p.size as usize]),
+            tags: Mutex::new(Tags::new(p.size)),
             comm,
             stamp: Stamp::default,
             deadline: None,
@@ -164,12 +164,7 @@ impl Node {
     /// calls of [`Node::tag_with`] return, taken at once.
     pub fn tags_with(&self, peer: u32, count: usize) -> std::ops::Range<u64> {
         let slot = crate::host_threads::slot();
-        let mut tags = self.tags.lock();
-        let t = &mut tags[slot * self.size as usize + peer as usize];
-        let first = *t;
-        *t += count as u64;
-        let base = (slot as u64) << crate::host_threads::SLOT_SHIFT;
-        base + first..base + *t
+        self.tags.lock().take(slot, peer, count as u64)
     }
 
     /// Every rank's `mine`, in rank order (a collective). The main thread runs MPI's

@@ -9,15 +9,16 @@
 //! - **Consistency**: before a command runs at a location, the byte ranges it reads that
 //!   are not valid there are brought in by transfer steps, from a source chosen by a rule
 //!   that depends only on the command stream (never on which rank evaluates it).
-//! - **Conflict ordering**: a command depends on the last writer of every location
-//!   instance it touches, and a writer also on the readers since. Tokens on the same
-//!   in-order stream are left out, since the stream orders them already.
+//! - **Conflict ordering**: a command depends on the last writer of every byte range of
+//!   every location instance it touches, and a writer also on the readers since. Tokens
+//!   on the same in-order stream are left out, since the stream orders them already.
 //!
 //! `docs/scheduler.md` states the rules, what the runtime must guarantee in return, and
-//! what `tests/simulate.rs` proves.
+//! what `tests/simulate.rs` and, for several host threads, `tests/threads.rs` prove.
 
 pub mod relay;
 pub mod sim;
+pub mod tags;
 mod validity;
 
 pub use validity::{ValidSet, ValidityMap};
@@ -144,10 +145,140 @@ impl<T: Clone> Hazards<T> {
     }
 }
 
+/// Pending accesses to one location's instance of a buffer, per byte range: accesses to
+/// disjoint ranges never wait for each other. Host threads that each use their own
+/// sub-buffer of one buffer are interleaved differently on each rank; were they ordered
+/// per instance, one rank's send could wait for a receive that waits, on the other rank,
+/// for that send (found by `tests/threads.rs`).
+#[derive(Clone, Debug)]
+struct RangeHazards<T> {
+    /// Disjoint segments in order; `hazards[i]` holds the hazards of every byte of
+    /// `ranges[i]`. Bytes never accessed have none. A write replaces the segments it
+    /// covers by one. Mostly a single segment (buffers accessed whole); the ranges apart
+    /// keep the search through many (one per sub-buffer) in cache.
+    ranges: Vec<Range<u64>>,
+    hazards: Vec<Hazards<T>>,
+}
+
+impl<T> Default for RangeHazards<T> {
+    fn default() -> Self {
+        RangeHazards {
+            ranges: Vec::new(),
+            hazards: Vec::new(),
+        }
+    }
+}
+
+impl<T: Clone> RangeHazards<T> {
+    /// The index of the first segment ending after `at`.
+    fn first_after(&self, at: u64) -> usize {
+        match self.ranges.as_slice() {
+            [only] => usize::from(only.end <= at),
+            ranges => ranges.partition_point(|r| r.end <= at),
+        }
+    }
+
+    /// The segments overlapping `range`.
+    fn overlapping(&self, range: &Range<u64>) -> impl Iterator<Item = &Hazards<T>> {
+        let i = self.first_after(range.start);
+        let n = (self.ranges[i..].iter())
+            .take_while(|r| r.start < range.end)
+            .count();
+        self.hazards[i..i + n].iter()
+    }
+
+    fn deps_for(&self, range: &Range<u64>, mode: Mode, stream: StreamId, out: &mut Vec<T>) {
+        for h in self.overlapping(range) {
+            h.deps_for(mode, stream, out);
+        }
+    }
+
+    /// Splits the segment holding `at`, if it starts before it.
+    fn split_at(&mut self, at: u64) {
+        let i = self.first_after(at);
+        if let Some(r) = self.ranges.get_mut(i) {
+            if r.start < at {
+                let tail = at..r.end;
+                r.end = at;
+                self.ranges.insert(i + 1, tail);
+                self.hazards.insert(i + 1, self.hazards[i].clone());
+            }
+        }
+    }
+
+    fn record(
+        &mut self,
+        range: &Range<u64>,
+        mode: Mode,
+        stream: StreamId,
+        scope: Scope,
+        token: &T,
+    ) {
+        let i = self.first_after(range.start);
+        // The common case: a segment that is exactly the range.
+        if self.ranges.get(i) == Some(range) {
+            return self.hazards[i].record(mode, stream, scope, token);
+        }
+        self.split_at(range.start);
+        self.split_at(range.end);
+        let i = self.first_after(range.start);
+        let j = self.ranges.partition_point(|r| r.start < range.end);
+        if mode.writes() {
+            let mut h = Hazards::default();
+            h.record(mode, stream, scope, token);
+            self.ranges.splice(i..j, [range.clone()]);
+            self.hazards.splice(i..j, [h]);
+            return;
+        }
+        // Bytes never accessed get their own (empty) segments first.
+        let mut at = range.start;
+        let mut k = i;
+        while at < range.end {
+            match self.ranges.get(k) {
+                Some(r) if r.start == at => at = r.end,
+                next => {
+                    let end = next.map_or(range.end, |r| r.start.min(range.end));
+                    self.ranges.insert(k, at..end);
+                    self.hazards.insert(k, Hazards::default());
+                    at = end;
+                }
+            }
+            k += 1;
+        }
+        for h in &mut self.hazards[i..k] {
+            h.record(mode, stream, scope, token);
+        }
+    }
+}
+
+/// A recorded access: the scheduler's own number for it, so that a list of dependencies
+/// names it once however many segments hold it, and the runtime's token.
+type Tok<T> = (u64, T);
+
+/// The tokens of `deps`, each once, in order of first appearance; leaves `deps` empty
+/// (a scratch vector, reused).
+fn unique<T>(deps: &mut Vec<Tok<T>>) -> Vec<T> {
+    if deps.len() > 16 {
+        let mut seen = rustc_hash::FxHashSet::default();
+        deps.retain(|(n, _)| seen.insert(*n));
+    } else {
+        // Mostly a few: a linear search beats hashing them.
+        let mut kept = 0;
+        for i in 0..deps.len() {
+            if !deps[..kept].iter().any(|(n, _)| *n == deps[i].0) {
+                deps.swap(kept, i);
+                kept += 1;
+            }
+        }
+        deps.truncate(kept);
+    }
+    deps.drain(..).map(|(_, t)| t).collect()
+}
+
 #[derive(Clone, Debug)]
 struct BufferState<T> {
     validity: ValidityMap,
-    hazards: HashMap<Location, Hazards<T>>,
+    hazards: HashMap<Location, RangeHazards<Tok<T>>>,
     /// `clAttachBufferToDevice`: this device always holds the newest bytes; the valid
     /// set is no longer tracked.
     attached: Option<u32>,
@@ -227,6 +358,10 @@ pub struct Scheduler<T> {
     devices: HashMap<u32, DeviceDesc>,
     buffers: HashMap<BufferId, BufferState<T>>,
     next_buffer: BufferId,
+    /// The number of the next recorded access (`Tok`).
+    next_access: u64,
+    /// Where `schedule` gathers a command's dependencies (kept for its allocation).
+    scratch: Vec<Tok<T>>,
     pub stats: SchedulerStats,
 }
 
@@ -242,6 +377,8 @@ impl<T: Clone> Scheduler<T> {
             devices: HashMap::default(),
             buffers: HashMap::default(),
             next_buffer: 1,
+            next_access: 0,
+            scratch: Vec::new(),
             stats: SchedulerStats::default(),
         }
     }
@@ -373,9 +510,8 @@ impl<T: Clone> Scheduler<T> {
     ///
     /// For each transfer step needed first, `submit_step` is called with the step and the
     /// tokens it must wait for; it submits the step and returns the step's stream and
-    /// token. Returns the tokens the command itself must wait for (a token may be named
-    /// more than once). Unknown buffers are ignored (the runtime validates handles before
-    /// scheduling).
+    /// token. Returns the tokens the command itself must wait for, each once. Unknown
+    /// buffers are ignored (the runtime validates handles before scheduling).
     ///
     /// What the runtime must guarantee (docs/scheduler.md): a stream, `stream` or one a
     /// step was put on, is in order on every rank, so a token completes only after every
@@ -391,7 +527,7 @@ impl<T: Clone> Scheduler<T> {
         mut submit_step: impl FnMut(&Step, Vec<T>) -> (StreamId, T),
     ) -> Vec<T> {
         self.stats.commands += 1;
-        let mut deps = Vec::new();
+        let mut deps = std::mem::take(&mut self.scratch);
         for access in accesses {
             if access.range.is_empty() {
                 continue;
@@ -413,10 +549,12 @@ impl<T: Clone> Scheduler<T> {
             }
             if let Some(state) = self.buffers.get(&access.buffer) {
                 if let Some(h) = state.hazards.get(&at) {
-                    h.deps_for(access.mode, stream, &mut deps);
+                    h.deps_for(&access.range, access.mode, stream, &mut deps);
                 }
             }
         }
+        let own = (self.next_access, token.clone());
+        self.next_access += 1;
         for access in accesses {
             if access.range.is_empty() {
                 continue;
@@ -427,11 +565,13 @@ impl<T: Clone> Scheduler<T> {
             if access.mode.writes() && state.attached.is_none() {
                 state.validity.set_only(access.range.clone(), at);
             }
-            state
-                .hazards
-                .entry(at)
-                .or_default()
-                .record(access.mode, stream, None, token);
+            state.hazards.entry(at).or_default().record(
+                &access.range,
+                access.mode,
+                stream,
+                None,
+                &own,
+            );
         }
         // Written bytes of attached buffers go back to their device after the command.
         for access in accesses {
@@ -450,7 +590,9 @@ impl<T: Clone> Scheduler<T> {
                 }
             }
         }
-        deps
+        let deps_once = unique(&mut deps);
+        self.scratch = deps;
+        deps_once
     }
 
     /// Records that the host copy of `range` was written directly by the host thread
@@ -538,20 +680,25 @@ impl<T: Clone> Scheduler<T> {
             })
             .collect();
         let state = self.buffers.get_mut(&buffer).expect("checked above");
+        let mut deps = Vec::new();
         for (step, scope) in steps.into_iter().zip(scopes) {
             // Borrowed, not cloned: a source's readers grow with the ranks that read it.
-            let mut deps = Vec::new();
+            let range = &step.range;
             if let Some(src) = state.hazards.get(&step.from) {
-                src.deps_for(Mode::Read, u64::MAX, &mut deps);
+                src.deps_for(range, Mode::Read, u64::MAX, &mut deps);
             }
             if let Some(dst) = state.hazards.get(&step.to) {
-                dst.deps_for(Mode::Write, u64::MAX, &mut deps);
+                dst.deps_for(range, Mode::Write, u64::MAX, &mut deps);
             }
-            let (stream, token) = submit_step(&step, deps);
+            let (stream, token) = submit_step(&step, unique(&mut deps));
+            let token = (self.next_access, token);
+            self.next_access += 1;
             self.stats.steps += 1;
-            self.stats.step_bytes += step.range.end - step.range.start;
-            (state.hazards.entry(step.from).or_default()).record(Mode::Read, stream, scope, &token);
-            (state.hazards.entry(step.to).or_default()).record(Mode::Write, stream, None, &token);
+            self.stats.step_bytes += range.end - range.start;
+            let src = state.hazards.entry(step.from).or_default();
+            src.record(range, Mode::Read, stream, scope, &token);
+            let dst = state.hazards.entry(step.to).or_default();
+            dst.record(range, Mode::Write, stream, None, &token);
             if state.attached.is_none() {
                 state.validity.add(step.range.clone(), step.to);
             }
@@ -648,6 +795,46 @@ mod tests {
                 (at(2), Location::Host, 8..16),
                 (Location::Host, at(0), 8..16),
             ]
+        );
+    }
+
+    #[test]
+    fn accesses_to_disjoint_ranges_do_not_wait_for_each_other() {
+        let mut s = sched();
+        let b = s.create_buffer(16, None);
+        let acc = |range, mode| {
+            [Access {
+                buffer: b,
+                range,
+                mode,
+            }]
+        };
+        let no_steps = |_: &Step, _: Vec<u32>| -> (u64, u32) { panic!("no transfer expected") };
+        let d = Location::Device(0);
+        // Two writers of halves (two threads' sub-buffers), on their own streams.
+        assert!(s
+            .schedule(d, 1, &acc(0..8, Mode::Write), &10, no_steps)
+            .is_empty());
+        assert!(s
+            .schedule(d, 2, &acc(8..16, Mode::Write), &11, no_steps)
+            .is_empty());
+        // A reader of a half waits for its writer only; one across both, for both.
+        assert_eq!(
+            s.schedule(d, 3, &acc(8..12, Mode::Read), &12, no_steps),
+            vec![11]
+        );
+        assert_eq!(
+            s.schedule(d, 3, &acc(4..12, Mode::Read), &13, no_steps),
+            vec![10, 11]
+        );
+        // A writer of the whole waits for the readers since, each once, and the writers.
+        let mut deps = s.schedule(d, 4, &acc(0..16, Mode::Write), &14, no_steps);
+        deps.sort();
+        assert_eq!(deps, vec![10, 11, 13]);
+        // Afterwards one segment again: a reader of any part waits for that writer.
+        assert_eq!(
+            s.schedule(d, 5, &acc(2..3, Mode::Read), &15, no_steps),
+            vec![14]
         );
     }
 

@@ -25,6 +25,12 @@
 //! the device current with a command there reading the whole buffer, on a fresh stream,
 //! then calls `Scheduler::attach`.
 
+mod common;
+
+use common::{
+    random_topological_order, reads, reference, writes, Item, Kind, Memory, RankPlan, Reference,
+    Rng, Role, World,
+};
 use mirrorcl_scheduler::{
     Access, BufferId, DeviceDesc, Location, Mode, Placement, Scheduler, SchedulerStats, Step,
     StreamId, ValidSet, Variant,
@@ -87,6 +93,27 @@ struct Scenario {
     commands: Vec<Command>,
     policy: StepStreams,
     seed: u64,
+}
+
+impl World for Scenario {
+    fn ranks(&self) -> u32 {
+        self.ranks
+    }
+    fn devices(&self) -> &[DeviceDesc] {
+        &self.devices
+    }
+    fn buffers(&self) -> &[(u64, bool)] {
+        &self.buffers
+    }
+    fn commands(&self) -> usize {
+        self.commands.len()
+    }
+    fn at(&self, ci: usize) -> Location {
+        self.commands[ci].at
+    }
+    fn accesses(&self, ci: usize) -> &common::Accesses {
+        &self.commands[ci].accesses
+    }
 }
 
 fn dev_stream(d: u32, k: u32) -> StreamId {
@@ -212,63 +239,12 @@ fn scenario() -> impl Strategy<Value = Scenario> {
 // Small helpers
 // ---------------------------------------------------------------------------------------
 
-/// splitmix64: a tiny deterministic generator for orders and stream picks.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-fn reads(m: Mode) -> bool {
-    matches!(m, Mode::Read | Mode::ReadWrite)
-}
-
-fn writes(m: Mode) -> bool {
-    matches!(m, Mode::Write | Mode::ReadWrite)
-}
-
-/// The byte a command writes: unique per (command, buffer, offset).
-fn written(cmd: usize, buf: usize, off: u64) -> u64 {
-    (1 << 40) | ((cmd as u64) << 16) | ((buf as u64) << 8) | off
-}
-
-/// The initial host bytes of a buffer created with host data.
-fn initial(buf: usize, off: u64) -> u64 {
-    (2 << 40) | ((buf as u64) << 8) | off
-}
-
-/// What an instance holds before anything is copied or written to it: unique per
-/// instance, so that reading bytes that were never made valid there is always caught.
-fn poison(rank: u32, loc: Location, buf: usize, off: u64) -> u64 {
-    let l = match loc {
-        Location::Host => 0,
-        Location::Device(d) => u64::from(d) + 1,
-    };
-    (3 << 40) | (u64::from(rank) << 32) | (l << 16) | ((buf as u64) << 8) | off
-}
-
 fn set_at(segments: &[(Range<u64>, ValidSet)], off: u64) -> &ValidSet {
     &segments
         .iter()
         .find(|(r, _)| r.contains(&off))
         .expect("validity segments cover the buffer")
         .1
-}
-
-fn owner(scn: &Scenario, loc: Location) -> Option<u32> {
-    match loc {
-        Location::Host => None,
-        Location::Device(d) => Some(scn.devices[d as usize].owner),
-    }
 }
 
 /// The source rule, restated from the documentation (docs/scheduler.md): the hops that
@@ -304,25 +280,6 @@ fn expected_route(scn: &Scenario, set: &ValidSet, to: Location) -> Vec<(Location
 // Planning: running the scheduler over the command stream
 // ---------------------------------------------------------------------------------------
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Kind {
-    /// A transfer step, planned for command `cmd`.
-    Step {
-        step: Step,
-        buf: usize,
-        cmd: usize,
-    },
-    Cmd(usize),
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Item {
-    token: u64,
-    stream: StreamId,
-    deps: Vec<u64>,
-    kind: Kind,
-}
-
 #[derive(Debug, PartialEq, Eq)]
 struct Planned {
     /// In plan order: a command's steps before it, the command, the steps that send its
@@ -338,24 +295,7 @@ impl Planned {
     /// Each item's predecessors by index: its dependencies and the previous item on its
     /// stream.
     fn preds(&self) -> Vec<Vec<usize>> {
-        let index: HashMap<u64, usize> = self
-            .items
-            .iter()
-            .enumerate()
-            .map(|(i, it)| (it.token, i))
-            .collect();
-        let mut last_on_stream: HashMap<StreamId, usize> = HashMap::new();
-        self.items
-            .iter()
-            .enumerate()
-            .map(|(i, it)| {
-                let mut p: Vec<usize> = it.deps.iter().map(|t| index[t]).collect();
-                if let Some(prev) = last_on_stream.insert(it.stream, i) {
-                    p.push(prev);
-                }
-                p
-            })
-            .collect()
+        common::preds(&self.items)
     }
 
     /// Per scheduled command, the steps planned for it, in order.
@@ -747,190 +687,8 @@ fn plan(scn: &Scenario, rotate: usize, feed: Feed) -> Result<Planned, String> {
 }
 
 // ---------------------------------------------------------------------------------------
-// The reference: one location executing every command in order
-// ---------------------------------------------------------------------------------------
-
-struct Reference {
-    /// Per command: every byte it reads and what it must see (None: undefined).
-    reads: Vec<Vec<(usize, u64, Option<u64>)>>,
-    /// Per buffer: the final bytes.
-    bytes: Vec<Vec<Option<u64>>>,
-}
-
-fn reference(scn: &Scenario) -> Reference {
-    let mut bytes: Vec<Vec<Option<u64>>> = scn
-        .buffers
-        .iter()
-        .enumerate()
-        .map(|(b, &(size, host))| (0..size).map(|o| host.then(|| initial(b, o))).collect())
-        .collect();
-    let mut all_reads = Vec::new();
-    for (ci, cmd) in scn.commands.iter().enumerate() {
-        // A command reads everything it reads before writing anything.
-        let mut seen = Vec::new();
-        for (b, r, m) in &cmd.accesses {
-            if reads(*m) {
-                seen.extend(r.clone().map(|off| (*b, off, bytes[*b][off as usize])));
-            }
-        }
-        for (b, r, m) in &cmd.accesses {
-            if writes(*m) {
-                for off in r.clone() {
-                    bytes[*b][off as usize] = Some(written(ci, *b, off));
-                }
-            }
-        }
-        all_reads.push(seen);
-    }
-    Reference {
-        reads: all_reads,
-        bytes,
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Byte-level memories
-// ---------------------------------------------------------------------------------------
-
-/// The instances of every buffer: (rank, location, buffer) → bytes.
-struct Memory<'a> {
-    scn: &'a Scenario,
-    cells: HashMap<(u32, Location, usize), Vec<u64>>,
-}
-
-impl<'a> Memory<'a> {
-    fn new(scn: &'a Scenario) -> Self {
-        Memory {
-            scn,
-            cells: HashMap::new(),
-        }
-    }
-
-    fn cell(&mut self, rank: u32, loc: Location, buf: usize) -> &mut Vec<u64> {
-        let (size, host) = self.scn.buffers[buf];
-        self.cells.entry((rank, loc, buf)).or_insert_with(|| {
-            (0..size)
-                .map(|o| {
-                    if host && loc == Location::Host {
-                        initial(buf, o)
-                    } else {
-                        poison(rank, loc, buf, o)
-                    }
-                })
-                .collect()
-        })
-    }
-
-    fn read(&mut self, rank: u32, loc: Location, buf: usize, r: Range<u64>) -> Vec<u64> {
-        self.cell(rank, loc, buf)[r.start as usize..r.end as usize].to_vec()
-    }
-
-    fn write(&mut self, rank: u32, loc: Location, buf: usize, start: u64, data: &[u64]) {
-        let s = start as usize;
-        self.cell(rank, loc, buf)[s..s + data.len()].copy_from_slice(data);
-    }
-
-    fn copy(&mut self, rank: u32, step: &Step, buf: usize) {
-        let data = self.read(rank, step.from, buf, step.range.clone());
-        self.write(rank, step.to, buf, step.range.start, &data);
-    }
-
-    /// Runs command `ci` at its location's instance on `rank`: checks every byte it reads
-    /// against the reference, then writes.
-    fn exec(&mut self, rank: u32, ci: usize, refr: &Reference) -> Result<(), String> {
-        let cmd = &self.scn.commands[ci];
-        for &(b, off, expected) in &refr.reads[ci] {
-            let got = self.cell(rank, cmd.at, b)[off as usize];
-            if let Some(e) = expected {
-                if got != e {
-                    return Err(format!(
-                        "rank {rank}: command {ci} {cmd:?} read byte {off} of buffer {b} \
-                         as {got:#x}, expected {e:#x}"
-                    ));
-                }
-            }
-        }
-        for (b, r, m) in &cmd.accesses {
-            if writes(*m) {
-                for off in r.clone() {
-                    self.cell(rank, cmd.at, *b)[off as usize] = written(ci, *b, off);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// At the end, every location of every valid set of a buffer that is not attached
-    /// holds the reference bytes, on every rank holding an instance of that location
-    /// (`ranks_of`); so does the device an attached buffer is attached to, where the
-    /// reference bytes are defined.
-    fn check_final(
-        &mut self,
-        planned: &Planned,
-        refr: &Reference,
-        ranks_of: impl Fn(Location) -> Vec<u32>,
-    ) -> Result<(), String> {
-        for (b, segs) in planned.final_validity.iter().enumerate() {
-            let holders: Vec<(Range<u64>, Location)> = match planned.final_attached[b] {
-                Some(a) => vec![(0..self.scn.buffers[b].0, Location::Device(a))],
-                None => segs
-                    .iter()
-                    .flat_map(|(r, set)| set.locations().iter().map(|&loc| (r.clone(), loc)))
-                    .collect(),
-            };
-            for (r, loc) in holders {
-                for rank in ranks_of(loc) {
-                    for off in r.clone() {
-                        let got = self.cell(rank, loc, b)[off as usize];
-                        let want = refr.bytes[b][off as usize];
-                        let wrong = match planned.final_attached[b] {
-                            Some(_) => want.is_some_and(|w| w != got),
-                            None => want != Some(got),
-                        };
-                        if wrong {
-                            return Err(format!(
-                                "end: buffer {b} byte {off} at {loc:?} on rank {rank} \
-                                 is {got:#x}, expected {want:x?}"
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // One process holding every location
 // ---------------------------------------------------------------------------------------
-
-/// A random order of `preds.len()` items in which each comes after its predecessors.
-fn random_topological_order(preds: &[Vec<usize>], rng: &mut Rng) -> Vec<usize> {
-    let n = preds.len();
-    let mut missing: Vec<usize> = preds.iter().map(Vec::len).collect();
-    let mut succs = vec![Vec::new(); n];
-    for (i, p) in preds.iter().enumerate() {
-        for &j in p {
-            assert!(j < i, "predecessor {j} of {i} is not earlier");
-            succs[j].push(i);
-        }
-    }
-    let mut ready: Vec<usize> = (0..n).filter(|&i| missing[i] == 0).collect();
-    let mut order = Vec::with_capacity(n);
-    while !ready.is_empty() {
-        let i = ready.swap_remove(rng.below(ready.len()));
-        order.push(i);
-        for &s in &succs[i] {
-            missing[s] -= 1;
-            if missing[s] == 0 {
-                ready.push(s);
-            }
-        }
-    }
-    assert_eq!(order.len(), n, "dependency cycle");
-    order
-}
 
 fn run_single(
     scn: &Scenario,
@@ -945,213 +703,45 @@ fn run_single(
             Kind::Cmd(ci) => mem.exec(0, *ci, refr)?,
         }
     }
-    mem.check_final(planned, refr, |_| vec![0])
+    mem.check_final(
+        &planned.final_validity,
+        &planned.final_attached,
+        refr,
+        |_| vec![0],
+    )
 }
 
 // ---------------------------------------------------------------------------------------
-// The cluster: per-rank actions after Table IV.1
+// The cluster: per-rank actions after Table IV.1 (`common`), tags per pair of ranks
 // ---------------------------------------------------------------------------------------
-
-/// What one rank does for one item. Every message carries the tag its rank takes from
-/// the counter it keeps for the other rank of the message, in its own plan order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Role {
-    /// Runs the command (device commands on the owner, host commands on every rank).
-    Exec(usize),
-    /// Copies locally (both ends on this rank, the host copy counting as local).
-    Copy,
-    /// Reads the source and sends it to `peers` (each with its tag); with `to_host`, also
-    /// writes the local host copy (a step to the host is a broadcast by the source's
-    /// owner).
-    Send {
-        peers: Vec<(u32, u64)>,
-        to_host: bool,
-    },
-    /// Receives from `peer` into the destination.
-    Recv { peer: u32, tag: u64 },
-}
 
 /// What `rank` does for each item of its plan, tags taken per pair of ranks.
 fn roles(scn: &Scenario, planned: &Planned, rank: u32) -> Vec<Option<Role>> {
-    let mut next_tag = vec![0u64; scn.ranks as usize];
-    let mut tag_with = |peer: u32| {
-        let t = &mut next_tag[peer as usize];
-        *t += 1;
-        *t - 1
-    };
-    planned
-        .items
-        .iter()
-        .map(|item| match &item.kind {
-            Kind::Cmd(ci) => {
-                let at = scn.commands[*ci].at;
-                match owner(scn, at) {
-                    None => Some(Role::Exec(*ci)),
-                    Some(o) => (o == rank).then_some(Role::Exec(*ci)),
-                }
-            }
-            Kind::Step { step, .. } => match (owner(scn, step.from), owner(scn, step.to)) {
-                (None, None) => panic!("host to host step {step:?}"),
-                // The host copy is replicated: the destination's owner copies locally.
-                (None, Some(t)) => (t == rank).then_some(Role::Copy),
-                // Read by the owner and broadcast to every rank.
-                (Some(f), None) => Some(if f == rank {
-                    Role::Send {
-                        peers: (0..scn.ranks)
-                            .filter(|&r| r != f)
-                            .map(|r| (r, tag_with(r)))
-                            .collect(),
-                        to_host: true,
-                    }
-                } else {
-                    Role::Recv {
-                        peer: f,
-                        tag: tag_with(f),
-                    }
-                }),
-                (Some(f), Some(t)) if f == t => (f == rank).then_some(Role::Copy),
-                (Some(f), Some(t)) => {
-                    if rank == f {
-                        Some(Role::Send {
-                            peers: vec![(t, tag_with(t))],
-                            to_host: false,
-                        })
-                    } else if rank == t {
-                        Some(Role::Recv {
-                            peer: f,
-                            tag: tag_with(f),
-                        })
-                    } else {
-                        None
-                    }
-                }
-            },
+    common::roles_per_pair(scn, &planned.items, rank)
+}
+
+/// `plans[rank]` with what `rank` does for each item.
+fn rank_plans<'p>(scn: &Scenario, plans: &[&'p Planned]) -> Vec<RankPlan<'p>> {
+    (plans.iter().enumerate())
+        .map(|(rank, planned)| RankPlan {
+            items: &planned.items,
+            roles: roles(scn, planned, rank as u32),
         })
         .collect()
 }
 
-fn step_of(item: &Item) -> (&Step, usize) {
-    match &item.kind {
-        Kind::Step { step, buf, .. } => (step, *buf),
-        Kind::Cmd(_) => panic!("not a step"),
-    }
-}
-
-type Message = (u32, u32, u64); // (from rank, to rank, tag)
-
-/// Every send meets exactly one receive: same sender, receiver and tag, and the same
-/// step (so the same size). `plans[rank]` is what `rank` scheduled.
+/// Every send meets exactly one receive (`common::check_matching`).
 fn check_matching(scn: &Scenario, plans: &[&Planned]) -> Result<(), String> {
-    let mut sends: BTreeMap<Message, &Step> = BTreeMap::new();
-    let mut recvs: BTreeMap<Message, &Step> = BTreeMap::new();
-    for rank in 0..scn.ranks {
-        let planned = plans[rank as usize];
-        for (item, role) in planned.items.iter().zip(roles(scn, planned, rank)) {
-            match role {
-                Some(Role::Send { peers, .. }) => {
-                    for (p, tag) in peers {
-                        if sends.insert((rank, p, tag), step_of(item).0).is_some() {
-                            return Err(format!("two sends {rank}→{p} with tag {tag}"));
-                        }
-                    }
-                }
-                Some(Role::Recv { peer, tag }) => {
-                    let twice = recvs.insert((peer, rank, tag), step_of(item).0).is_some();
-                    if twice {
-                        return Err(format!("two receives {peer}→{rank} with tag {tag}"));
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    if sends != recvs {
-        let unmatched: Vec<_> = sends
-            .iter()
-            .filter(|(k, v)| recvs.get(k) != Some(v))
-            .chain(recvs.iter().filter(|(k, v)| sends.get(k) != Some(v)))
-            .collect();
-        return Err(format!(
-            "sends and receives do not match (sender, receiver, tag): {unmatched:?}"
-        ));
-    }
-    Ok(())
+    common::check_matching(&rank_plans(scn, plans))
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Act {
-    Local,
-    Send(u32, u64),
-    Recv(u32, u64),
-}
-
-/// Each rank processes its action list in order; a receive blocks until the matching
-/// send was posted; with `rendezvous`, a send also blocks until it was received.
+/// Every rank's actions run to completion in order (`common::check_progress`).
 fn check_progress(scn: &Scenario, plans: &[&Planned], rendezvous: bool) -> Result<(), String> {
-    let lists: Vec<Vec<Act>> = (0..scn.ranks)
-        .map(|rank| {
-            let mut acts = Vec::new();
-            for role in roles(scn, plans[rank as usize], rank).into_iter().flatten() {
-                match role {
-                    Role::Exec(_) | Role::Copy => acts.push(Act::Local),
-                    Role::Send { peers, .. } => {
-                        acts.extend(peers.into_iter().map(|(p, tag)| Act::Send(p, tag)));
-                    }
-                    Role::Recv { peer, tag } => acts.push(Act::Recv(peer, tag)),
-                }
-            }
-            acts
-        })
-        .collect();
-    let mut pc = vec![0usize; lists.len()];
-    let mut posted: HashSet<Message> = HashSet::new();
-    let mut received: HashSet<Message> = HashSet::new();
-    loop {
-        let mut progressed = false;
-        for rank in 0..lists.len() {
-            while let Some(&act) = lists[rank].get(pc[rank]) {
-                let me = rank as u32;
-                let done = match act {
-                    Act::Local => true,
-                    Act::Send(p, tag) => {
-                        posted.insert((me, p, tag));
-                        !rendezvous || received.contains(&(me, p, tag))
-                    }
-                    Act::Recv(p, tag) => {
-                        let ok = posted.contains(&(p, me, tag));
-                        if ok {
-                            received.insert((p, me, tag));
-                        }
-                        ok
-                    }
-                };
-                if !done {
-                    break;
-                }
-                pc[rank] += 1;
-                progressed = true;
-            }
-        }
-        if pc.iter().zip(&lists).all(|(&p, l)| p == l.len()) {
-            return Ok(());
-        }
-        if !progressed {
-            let stuck: Vec<_> = pc
-                .iter()
-                .zip(&lists)
-                .enumerate()
-                .map(|(r, (&p, l))| (r, l.get(p).copied()))
-                .collect();
-            return Err(format!("deadlock (rendezvous={rendezvous}): {stuck:?}"));
-        }
-    }
+    common::check_progress(&rank_plans(scn, plans), rendezvous)
 }
 
-/// Runs every rank's actions (after its own plan, `plans[rank]`) asynchronously on
-/// per-rank memories, in a random global interleaving. On a rank, an action waits for
-/// its dependencies that this rank runs (others are bookkeeping here and count as done at
-/// once, or, with `markers`, complete in their stream's order like a marker), for the
-/// previous action of its stream on this rank, and a receive for its message.
+/// Every rank's actions, asynchronously on per-rank memories (`common::run_cluster`),
+/// then the bytes left at every valid location.
 fn run_cluster(
     scn: &Scenario,
     plans: &[&Planned],
@@ -1159,95 +749,16 @@ fn run_cluster(
     markers: bool,
     rng: &mut Rng,
 ) -> Result<(), String> {
-    struct Task<'p> {
-        rank: u32,
-        item: &'p Item,
-        role: Option<Role>,
-        preds: Vec<usize>,
-    }
-    let mut tasks: Vec<Task> = Vec::new();
-    for rank in 0..scn.ranks {
-        let planned = plans[rank as usize];
-        let mut task_of: HashMap<u64, usize> = HashMap::new();
-        let mut last_on_stream: HashMap<StreamId, usize> = HashMap::new();
-        for (item, role) in planned.items.iter().zip(roles(scn, planned, rank)) {
-            if role.is_none() && !markers {
-                continue;
-            }
-            let mut preds: Vec<usize> = item
-                .deps
-                .iter()
-                .filter_map(|t| task_of.get(t).copied())
-                .collect();
-            let id = tasks.len();
-            if let Some(prev) = last_on_stream.insert(item.stream, id) {
-                preds.push(prev);
-            }
-            task_of.insert(item.token, id);
-            tasks.push(Task {
-                rank,
-                item,
-                role,
-                preds,
-            });
-        }
-    }
     let mut mem = Memory::new(scn);
-    let mut done = vec![false; tasks.len()];
-    let mut messages: HashMap<Message, Vec<u64>> = HashMap::new();
-    let mut remaining = tasks.len();
-    while remaining > 0 {
-        let ready: Vec<usize> = (0..tasks.len())
-            .filter(|&t| {
-                !done[t]
-                    && tasks[t].preds.iter().all(|&p| done[p])
-                    && match &tasks[t].role {
-                        Some(Role::Recv { peer, tag }) => {
-                            messages.contains_key(&(*peer, tasks[t].rank, *tag))
-                        }
-                        _ => true,
-                    }
-            })
-            .collect();
-        if ready.is_empty() {
-            return Err(format!("cluster deadlock with {remaining} actions left"));
-        }
-        let t = ready[rng.below(ready.len())];
-        let task = &tasks[t];
-        let rank = task.rank;
-        match &task.role {
-            None => {}
-            Some(Role::Exec(ci)) => mem.exec(rank, *ci, refr)?,
-            Some(Role::Copy) => {
-                let (step, buf) = step_of(task.item);
-                mem.copy(rank, step, buf);
-            }
-            Some(Role::Send { peers, to_host }) => {
-                let (step, buf) = step_of(task.item);
-                let data = mem.read(rank, step.from, buf, step.range.clone());
-                if *to_host {
-                    mem.write(rank, Location::Host, buf, step.range.start, &data);
-                }
-                for &(p, tag) in peers {
-                    messages.insert((rank, p, tag), data.clone());
-                }
-            }
-            Some(Role::Recv { peer, tag }) => {
-                let (step, buf) = step_of(task.item);
-                let data = messages[&(*peer, rank, *tag)].clone();
-                mem.write(rank, step.to, buf, step.range.start, &data);
-            }
-        }
-        done[t] = true;
-        remaining -= 1;
-    }
-    let ranks = scn.ranks;
+    common::run_cluster(&rank_plans(scn, plans), &mut mem, refr, markers, rng)?;
     // Every rank's plan ends with the same valid sets and attachments (checked by
     // `check_left_out`), so rank 0's plan speaks for all.
-    mem.check_final(plans[0], refr, |loc| match owner(scn, loc) {
-        None => (0..ranks).collect(),
-        Some(o) => vec![o],
-    })
+    mem.check_final(
+        &plans[0].final_validity,
+        &plans[0].final_attached,
+        refr,
+        |loc| common::holders(scn, loc),
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1491,13 +1002,10 @@ fn overlapping_accesses_in_one_command_move_each_byte_once() {
         1,
     );
     assert_eq!(hops(&steps), vec![(H, D0, 0..8), (H, D0, 8..12)]);
-    // The command waits for both steps; the second step waits for nothing at D0 but the
-    // first (it writes the same instance).
-    // (A token may be named more than once, once per access.)
-    let mut deps = deps;
-    deps.dedup();
+    // The command waits for both steps, each named once; the second step waits for
+    // nothing (its bytes are not the first's: hazards are per byte range).
     assert_eq!(deps, vec![1011, 1012]);
-    assert_eq!(steps[1].1, vec![1011]);
+    assert_eq!(steps[1].1, vec![]);
     assert_eq!(
         s.validity(b, 0..32),
         vec![
@@ -1567,12 +1075,14 @@ fn partial_writes_leave_mixed_validity_and_each_segment_takes_its_route() {
         ]
     );
     // Each step waits for the writer of its source, and for earlier accesses to its
-    // destination instance (the host hop also for the step it stages).
+    // bytes at its destination (the host hop also for the step it stages).
     assert!(steps[1].1.contains(&1));
     assert!(steps[2].1.contains(&steps_token(3, 1)));
-    assert_eq!(steps[3].1, vec![2, steps_token(3, 2)]);
-    // The steps into D1 form a chain; the command waits for its last link.
-    assert_eq!(deps, vec![steps_token(3, 4)]);
+    assert_eq!(steps[3].1, vec![2]);
+    // The steps into D1 bring disjoint ranges, so they do not wait for each other; the
+    // command waits for each of them.
+    let into_d1 = [0, 2, 3, 4].map(|n| steps_token(3, n));
+    assert_eq!(deps, into_d1);
     assert_eq!(
         s.validity(b, 0..32),
         vec![
@@ -1794,14 +1304,21 @@ fn a_buffer_attached_to_another_ranks_device_moves_from_and_back_to_it() {
         vec![(step(4..8, D0, D1), vec![4, st(1, 0), 1, st(2, 0), st(3, 0)])]
     );
     assert_eq!(deps, vec![st(3, 0)]);
-    // D0 reads and writes the whole buffer: from D1 first (after the write-back), back
-    // to D1 afterwards.
+    // D0 reads and writes the whole buffer: from D1 first (after the write-back, and
+    // after what D1's other bytes and D0's await per range), back to D1 afterwards
+    // (after every reader of each of D1's ranges).
     let (steps, deps) = run(&mut s, D0, 1, &whole(Mode::ReadWrite), 5);
     assert_eq!(
         steps,
         vec![
-            (step(0..16, D1, D0), vec![st(4, 0), 4, st(4, 0)]),
-            (step(0..16, D0, D1), vec![5, st(4, 0), st(5, 0)]),
+            (
+                step(0..16, D1, D0),
+                vec![st(1, 0), st(4, 0), st(3, 0), 3, 4]
+            ),
+            (
+                step(0..16, D0, D1),
+                vec![5, st(1, 0), 1, st(2, 0), st(3, 0), st(5, 0), st(4, 0)]
+            ),
         ]
     );
     assert_eq!(deps, vec![st(5, 0)]);
