@@ -51,7 +51,10 @@ pub struct Context {
     pub properties: Vec<cl_context_properties>,
     pub vendor_contexts: Vec<VendorContext>,
     pub scheduler: Mutex<Scheduler<Arc<Event>>>,
-    transfer_queues: Mutex<HashMap<u32, TransferQueue>>,
+    /// Per device and host-thread slot: a queue is in order, and one shared by threads
+    /// would order their steps differently on each rank (a receive of one thread ahead
+    /// of a send of another here, the other way round on the peer: a deadlock).
+    transfer_queues: Mutex<HashMap<(u32, usize), TransferQueue>>,
     /// Buffers gone since the scheduler last ran, forgotten at its next run.
     released: Mutex<Vec<mirrorcl_scheduler::BufferId>>,
     /// The application's error callback, handed to every vendor context (freed after
@@ -206,10 +209,11 @@ impl Context {
         sched
     }
 
-    /// The transfer queue of `device`, created on first use.
+    /// The transfer queue of `device` for this host thread, created on first use.
     pub fn transfer_queue(&self, device: &Device) -> ClResult<TransferQueue> {
+        let key = (device.index, crate::host_threads::slot());
         let mut queues = self.transfer_queues.lock();
-        if let Some(q) = queues.get(&device.index) {
+        if let Some(q) = queues.get(&key) {
             return Ok(q.clone());
         }
         // Transfers run on actual devices only.
@@ -219,7 +223,7 @@ impl Context {
             vqueue: Arc::new(vqueue),
             stream: new_stream(),
         };
-        queues.insert(device.index, q.clone());
+        queues.insert(key, q.clone());
         Ok(q)
     }
 }

@@ -12,6 +12,8 @@
  *                            unmaps it. The kernel also writes the thread's slice of one
  *                            shared output buffer through a sub-buffer; the main thread
  *                            reads the whole of it after joining the threads.
+ *   THREADS_PER_DEVICE=k     (concurrent) k threads per device, sharing its issuer and
+ *                            its transfers (default 1).
  *   THREADS_MODE=nested      as concurrent, but the device threads are created by a thread
  *                            the main thread created: MirrorCL names only the main
  *                            thread's threads, so in a cluster these must take turns, and
@@ -97,7 +99,7 @@ static void *thread_at_once(void *p)
 {
     work_t *w = (work_t *)p;
     pthread_barrier_wait(&start);
-    cl_command_queue q = ct_queue(ctx, devs[w->d], 0);
+    cl_command_queue q = ct_queue(ctx, devs[w->d % ndev], 0);
     cl_kernel k = ct_kernel(prog, "advance");
     cl_mem b, slice;
     CREATE(b = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, N * 4, NULL, &E));
@@ -197,12 +199,16 @@ int main(void)
     ndev = ct_devices(platform, devs);
     ctx = ct_context(platform, ndev, devs);
     prog = ct_build(ctx, kSrc, NULL);
-    cl_uint nthreads = race ? 2 : ndev;
+    const char *per = getenv("THREADS_PER_DEVICE");
+    cl_uint per_device = per && concurrent ? (cl_uint)atoi(per) : 1;
+    if (per_device < 1 || ndev * per_device > CT_MAX_DEVICES)
+        per_device = 1;
+    cl_uint nthreads = race ? 2 : ndev * per_device;
     printf("  %u device(s), %u host thread(s), %s\n", ndev, nthreads,
            race ? "racing on one buffer" : concurrent ? "all at once" : "one after another");
     if (concurrent) {
         /* Written by the threads' kernels through sub-buffers, one slice each. */
-        CREATE(shared_out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, (size_t)ndev * N * 4, NULL, &E));
+        CREATE(shared_out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, (size_t)nthreads * N * 4, NULL, &E));
     }
     if (race)
         CREATE(raced = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * 4, NULL, &E));
@@ -228,13 +234,13 @@ int main(void)
         printf("  thread %u (device %u): %s\n", d, d % ndev, w[d].ok ? "ok" : "MISMATCH");
     if (concurrent) {
         cl_command_queue q = ct_queue(ctx, devs[0], 0);
-        uint32_t *all = malloc((size_t)ndev * N * 4), *want = malloc((size_t)ndev * N * 4);
-        MUST(clEnqueueReadBuffer(q, shared_out, CL_TRUE, 0, (size_t)ndev * N * 4, all, 0, NULL,
-                                 NULL));
-        for (cl_uint d = 0; d < ndev; d++)
+        size_t bytes = (size_t)nthreads * N * 4;
+        uint32_t *all = malloc(bytes), *want = malloc(bytes);
+        MUST(clEnqueueReadBuffer(q, shared_out, CL_TRUE, 0, bytes, all, 0, NULL, NULL));
+        for (cl_uint d = 0; d < nthreads; d++)
             for (uint32_t i = 0; i < N; i++)
                 want[d * N + i] = w[d].last[i] ^ 0x5a5a5a5au;
-        CHECK_MEM(all, want, (size_t)ndev * N, 4, "the shared output, one slice per thread");
+        CHECK_MEM(all, want, (size_t)nthreads * N, 4, "the shared output, one slice per thread");
         free(all);
         free(want);
         MUST(clReleaseCommandQueue(q));

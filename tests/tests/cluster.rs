@@ -250,6 +250,9 @@ fn host_threads_run_on_every_rank() {
     for (ranks, devs) in [(1, 3), (2, 1), (2, 2), (3, 1), (4, 1)] {
         check_cluster("cluster_threads", ranks, devs, &concurrent);
     }
+    // Three threads per device share its issuer and its transfers.
+    let shared = [("THREADS_MODE", "concurrent"), ("THREADS_PER_DEVICE", "3")];
+    check_cluster("cluster_threads", 2, 1, &shared);
     let ends_saying = |mode: &str, ranks: u32, devs: u32, words: &[&str]| {
         let out = run_cluster("cluster_threads", ranks, devs, &[("THREADS_MODE", mode)])
             .expect("mpirun runs");

@@ -2,6 +2,7 @@
 //! rectangle variants, each turned into a [`Command`] (the ranges it touches and how) and
 //! its vendor call, then submitted. Also the helpers the other command builders share.
 
+use super::issue::blocks_in_vendor;
 use super::submit::{submit, Command, Work};
 use crate::cl::*;
 use crate::event::{command_name, Event};
@@ -106,7 +107,7 @@ pub fn rw_buffer(
                 q.read_write(
                     &*m?,
                     write,
-                    blocking,
+                    blocks_in_vendor(blocking),
                     offset,
                     size,
                     ptr as *mut c_void,

@@ -3,6 +3,7 @@
 //! of part of an image also reads it, so the rest of the image is current where it runs.
 
 use super::buffer_commands::{device_instance, finish_blocking};
+use super::issue::blocks_in_vendor;
 use super::submit::{submit, Command, Work};
 use crate::cl::*;
 use crate::event::Event;
@@ -139,7 +140,7 @@ pub fn rw_image(
                 q.read_write_image(
                     at,
                     write,
-                    blocking,
+                    blocks_in_vendor(blocking),
                     &region,
                     vendor_pitches,
                     ptr as *mut c_void,

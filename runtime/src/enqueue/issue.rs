@@ -42,6 +42,15 @@ pub(super) struct VendorCommand {
     pub blocking: bool,
 }
 
+/// Whether a blocking read or write blocks in the vendor call, on the issuer (the
+/// vendor's fastest path for the host to get the bytes). Not once the program has named
+/// host threads: a device's issuer serves every thread, and one thread's read waiting
+/// there for bytes from another rank would hold up another thread's work that the other
+/// rank waits for; the host thread waits for the event instead.
+pub(super) fn blocks_in_vendor(blocking: bool) -> bool {
+    blocking && !crate::host_threads::several()
+}
+
 /// Sends a vendor command to `device`'s issuer.
 pub(super) fn issue(device: &Device, cmd: VendorCommand) {
     // Its completion then completes the dependencies the vendor waits for silently.

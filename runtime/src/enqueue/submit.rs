@@ -5,7 +5,7 @@
 //! optimisation (`left_out`) and `clAttachBufferToDevice` (`attach`), which plans
 //! through the same scheduler.
 
-use super::issue::{issue, Deps, VendorCommand, VendorWork};
+use super::issue::{blocks_in_vendor, issue, Deps, VendorCommand, VendorWork};
 use super::root_arc;
 use super::transfer_steps::transfer;
 use crate::cl::*;
@@ -263,7 +263,7 @@ fn route(
         deps,
         work,
         keep_queue: Some(queue.clone()),
-        blocking: cmd.blocking,
+        blocking: blocks_in_vendor(cmd.blocking),
     };
     match (work, runs_here, shared_read) {
         (Work::Vendor(f), true, None) => {
