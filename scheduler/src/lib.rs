@@ -117,14 +117,25 @@ impl<T> Default for Hazards<T> {
 
 impl<T: Clone> Hazards<T> {
     fn deps_for(&self, mode: Mode, stream: StreamId, out: &mut Vec<T>) {
+        self.deps_where(mode, stream, out, |_| true);
+    }
+
+    /// [`Hazards::deps_for`], of the tokens `keep` accepts.
+    fn deps_where(
+        &self,
+        mode: Mode,
+        stream: StreamId,
+        out: &mut Vec<T>,
+        keep: impl Fn(&T) -> bool,
+    ) {
         if let Some((s, t)) = &self.last_write {
-            if *s != stream {
+            if *s != stream && keep(t) {
                 out.push(t.clone());
             }
         }
         if mode.writes() {
             for (s, _, t) in &self.reads {
-                if *s != stream {
+                if *s != stream && keep(t) {
                     out.push(t.clone());
                 }
             }
@@ -251,28 +262,65 @@ impl<T: Clone> RangeHazards<T> {
     }
 }
 
+impl<X: Clone> RangeHazards<Tok<X>> {
+    /// The dependencies of an access of `range` at `at` by host thread `thread`: on the
+    /// accesses of the same bytes; on a device, also on the same thread's accesses of
+    /// any bytes of the instance (see the text of `Tok`).
+    fn deps_at(
+        &self,
+        at: Location,
+        thread: u32,
+        range: &Range<u64>,
+        mode: Mode,
+        stream: StreamId,
+        out: &mut Vec<Tok<X>>,
+    ) {
+        if at == Location::Host {
+            return self.deps_for(range, mode, stream, out);
+        }
+        for (r, h) in self.ranges.iter().zip(&self.hazards) {
+            if r.start < range.end && range.start < r.end {
+                h.deps_for(mode, stream, out);
+            } else {
+                h.deps_where(mode, stream, out, |t| t.1 == thread);
+            }
+        }
+    }
+}
+
+/// Which earlier accesses of an instance an access conflicts with (`RangeHazards::deps_at`).
+/// In host memory, those of the same bytes: disjoint ranges are independent, which keeps
+/// host threads that each use their own slice of one buffer apart (`tests/threads.rs`).
+/// On a device, also those of the same host thread to any bytes: steps go through the
+/// buffer's vendor instance and commands through its vendor sub-buffers, and OpenCL
+/// leaves concurrent access to a buffer and its sub-buffers undefined (§5.2.1; NVIDIA
+/// loses a kernel's writes to one slice while a step writes another). Across threads a
+/// device instance conflicts per byte range only: ordering whole instances there would
+/// order two threads' steps differently on each rank, and a send could wait for a
+/// receive that waits, on the other rank, for that send.
 /// A recorded access: the scheduler's own number for it, so that a list of dependencies
-/// names it once however many segments hold it, and the runtime's token.
-type Tok<T> = (u64, T);
+/// names it once however many segments hold it, the host thread that made it, and the
+/// runtime's token.
+type Tok<T> = (u64, u32, T);
 
 /// The tokens of `deps`, each once, in order of first appearance; leaves `deps` empty
 /// (a scratch vector, reused).
 fn unique<T>(deps: &mut Vec<Tok<T>>) -> Vec<T> {
     if deps.len() > 16 {
         let mut seen = rustc_hash::FxHashSet::default();
-        deps.retain(|(n, _)| seen.insert(*n));
+        deps.retain(|(n, _, _)| seen.insert(*n));
     } else {
         // Mostly a few: a linear search beats hashing them.
         let mut kept = 0;
         for i in 0..deps.len() {
-            if !deps[..kept].iter().any(|(n, _)| *n == deps[i].0) {
+            if !deps[..kept].iter().any(|(n, _, _)| *n == deps[i].0) {
                 deps.swap(kept, i);
                 kept += 1;
             }
         }
         deps.truncate(kept);
     }
-    deps.drain(..).map(|(_, t)| t).collect()
+    deps.drain(..).map(|(_, _, t)| t).collect()
 }
 
 #[derive(Clone, Debug)]
@@ -362,6 +410,8 @@ pub struct Scheduler<T> {
     next_access: u64,
     /// Where `schedule` gathers a command's dependencies (kept for its allocation).
     scratch: Vec<Tok<T>>,
+    /// The host thread whose command is scheduled next (`set_thread`).
+    thread: u32,
     pub stats: SchedulerStats,
 }
 
@@ -379,8 +429,14 @@ impl<T: Clone> Scheduler<T> {
             next_buffer: 1,
             next_access: 0,
             scratch: Vec::new(),
+            thread: 0,
             stats: SchedulerStats::default(),
         }
+    }
+
+    /// The host thread whose commands come next (the runtime's slot; 0 by default).
+    pub fn set_thread(&mut self, thread: u32) {
+        self.thread = thread;
     }
 
     pub fn add_device(&mut self, index: u32, desc: DeviceDesc) {
@@ -549,11 +605,18 @@ impl<T: Clone> Scheduler<T> {
             }
             if let Some(state) = self.buffers.get(&access.buffer) {
                 if let Some(h) = state.hazards.get(&at) {
-                    h.deps_for(&access.range, access.mode, stream, &mut deps);
+                    h.deps_at(
+                        at,
+                        self.thread,
+                        &access.range,
+                        access.mode,
+                        stream,
+                        &mut deps,
+                    );
                 }
             }
         }
-        let own = (self.next_access, token.clone());
+        let own = (self.next_access, self.thread, token.clone());
         self.next_access += 1;
         for access in accesses {
             if access.range.is_empty() {
@@ -679,19 +742,20 @@ impl<T: Clone> Scheduler<T> {
                 _ => None,
             })
             .collect();
+        let thread = self.thread;
         let state = self.buffers.get_mut(&buffer).expect("checked above");
         let mut deps = Vec::new();
         for (step, scope) in steps.into_iter().zip(scopes) {
             // Borrowed, not cloned: a source's readers grow with the ranks that read it.
             let range = &step.range;
             if let Some(src) = state.hazards.get(&step.from) {
-                src.deps_for(range, Mode::Read, u64::MAX, &mut deps);
+                src.deps_at(step.from, thread, range, Mode::Read, u64::MAX, &mut deps);
             }
             if let Some(dst) = state.hazards.get(&step.to) {
-                dst.deps_for(range, Mode::Write, u64::MAX, &mut deps);
+                dst.deps_at(step.to, thread, range, Mode::Write, u64::MAX, &mut deps);
             }
             let (stream, token) = submit_step(&step, unique(&mut deps));
-            let token = (self.next_access, token);
+            let token = (self.next_access, self.thread, token);
             self.next_access += 1;
             self.stats.steps += 1;
             self.stats.step_bytes += range.end - range.start;
@@ -810,7 +874,8 @@ mod tests {
             }]
         };
         let no_steps = |_: &Step, _: Vec<u32>| -> (u64, u32) { panic!("no transfer expected") };
-        let d = Location::Device(0);
+        // In host memory (a device instance conflicts whole: the test below).
+        let d = Location::Host;
         // Two writers of halves (two threads' sub-buffers), on their own streams.
         assert!(s
             .schedule(d, 1, &acc(0..8, Mode::Write), &10, no_steps)
@@ -835,6 +900,35 @@ mod tests {
         assert_eq!(
             s.schedule(d, 5, &acc(2..3, Mode::Read), &15, no_steps),
             vec![14]
+        );
+    }
+
+    /// On a device, commands reach a buffer's bytes through its vendor instance and its
+    /// vendor sub-buffers, which OpenCL does not let run concurrently: disjoint ranges
+    /// conflict there.
+    #[test]
+    fn accesses_to_one_device_instance_conflict_whatever_their_ranges() {
+        let mut s = sched();
+        let b = s.create_buffer(16, None);
+        let acc = |range, mode| {
+            [Access {
+                buffer: b,
+                range,
+                mode,
+            }]
+        };
+        let no_steps = |_: &Step, _: Vec<u32>| -> (u64, u32) { panic!("no transfer expected") };
+        let d = Location::Device(0);
+        assert!(s
+            .schedule(d, 1, &acc(0..8, Mode::Write), &10, no_steps)
+            .is_empty());
+        assert_eq!(
+            s.schedule(d, 2, &acc(8..16, Mode::Write), &11, no_steps),
+            vec![10]
+        );
+        assert_eq!(
+            s.schedule(d, 3, &acc(0..4, Mode::Read), &12, no_steps),
+            vec![10, 11]
         );
     }
 

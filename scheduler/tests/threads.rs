@@ -355,6 +355,7 @@ impl Planner<'_> {
             .collect();
         let own = token();
         let mut steps: Vec<Item> = Vec::new();
+        self.s.set_thread(thread.slot as u32);
         let deps = self
             .s
             .schedule(cmd.at, cmd.stream, &accesses, &own, |step, deps| {
@@ -484,12 +485,21 @@ fn rank_plan<'p>(scn: &Scenario, planned: &'p Planned, rank: u32, rule: TagRule)
     }
 }
 
-/// A thread's part of a plan: its items in order, dependencies included. Hazards are
-/// per byte range, so a thread's item waits only for items that touched its bytes: its
-/// own thread's, or, for the main thread after the join, any.
-fn thread_part(planned: &Planned, slot: usize) -> Vec<&Item> {
+/// A thread's part of a plan: its items in order, with their dependencies on its own
+/// items. In host memory hazards are per byte range, so a thread's item waits only for
+/// items that touched its bytes; a device instance conflicts whole (vendor sub-buffers
+/// and their buffer may not run concurrently), so an item there may also wait for
+/// another thread's, in whichever order this rank's threads came: a local ordering,
+/// which the completion check below runs with.
+fn thread_part(planned: &Planned, slot: usize) -> Vec<Item> {
     (planned.items.iter())
         .filter(|it| slot_of(it.token) == slot)
+        .map(|it| Item {
+            deps: (it.deps.iter().copied())
+                .filter(|&d| slot_of(d) == slot)
+                .collect(),
+            ..it.clone()
+        })
         .collect()
 }
 
@@ -510,10 +520,15 @@ fn steps_per_buffer(planned: &Planned) -> BTreeMap<(usize, usize), Vec<(usize, S
 /// thread and per buffer, and end with the same valid sets.
 fn check_plans(scn: &Scenario, plans: &[Planned]) -> Result<(), String> {
     let first = &plans[0];
-    // A thread's items wait for its own items only: other threads never touch its bytes.
+    // In host memory a thread's items wait for its own items only: other threads never
+    // touch its bytes.
     for it in &first.items {
         let slot = slot_of(it.token);
-        if slot != 0 && it.deps.iter().any(|&d| slot_of(d) != slot) {
+        let on_host = match &it.kind {
+            Kind::Step { step, .. } => step.from == Location::Host && step.to == Location::Host,
+            Kind::Cmd(_) => false,
+        };
+        if on_host && slot != 0 && it.deps.iter().any(|&d| slot_of(d) != slot) {
             return Err(format!("thread {slot}'s {it:?} waits for another thread"));
         }
     }

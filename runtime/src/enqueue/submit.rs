@@ -139,6 +139,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let traced = crate::trace::begin();
     add(&COUNTERS.commands_scheduled, 1);
     let mut steps = Vec::new();
+    sched.set_thread(crate::host_threads::slot() as u32);
     let conflicts = sched.schedule(at, stream, &accesses, &event, |step, step_deps| {
         let (stream, step) = transfer(&ctx, &cmd.accesses, step, step_deps);
         steps.push(step.clone());
@@ -450,6 +451,7 @@ pub fn attach(buffer: &Arc<Buffer>, device: &Arc<Device>) -> ClResult<()> {
     let accesses = [(buffer.clone(), 0..buffer.size, Mode::Read)];
     event.keep(buffer.clone());
     let mut sched = ctx.lock_scheduler();
+    sched.set_thread(crate::host_threads::slot() as u32);
     let deps = sched.schedule(
         Location::Device(device.index),
         event.stream,
