@@ -83,6 +83,9 @@ pub struct Event {
     /// A host thread waited for it (`clWaitForEvents`, a blocking command, a status
     /// polled as complete; `clFinish` marks its queue instead).
     host_waited: std::sync::atomic::AtomicBool,
+    /// The command's name on every rank (`host_threads::next_command`; 0: none), which
+    /// the message with its final status is tagged by once threads are named.
+    pub command: AtomicU64,
     owner: std::sync::atomic::AtomicU32,
     status: AtomicI32,
     state: Mutex<State>,
@@ -160,6 +163,7 @@ impl Event {
             waits_elsewhere: std::sync::OnceLock::new(),
             after: std::sync::OnceLock::new(),
             host_waited: std::sync::atomic::AtomicBool::new(false),
+            command: AtomicU64::new(0),
             status: AtomicI32::new(if command_type == CL_COMMAND_USER {
                 CL_SUBMITTED
             } else {
@@ -734,7 +738,9 @@ pub fn wait_all(events: &[Arc<Event>]) -> ClResult<()> {
         e.wait();
     }
     let node = crate::node::node();
-    if node.is_cluster() && events.iter().any(|e| e.owner().is_some()) {
+    if node.is_cluster() && crate::host_threads::several() {
+        statuses_from_owners(events);
+    } else if node.is_cluster() && events.iter().any(|e| e.owner().is_some()) {
         let what: Vec<u64> = (events.iter())
             .map(|e| (e.command_type as u64) << 32 | e.owner().unwrap_or(u32::MAX) as u64)
             .collect();
@@ -778,6 +784,50 @@ pub fn wait_all(events: &[Arc<Event>]) -> ClResult<()> {
         Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
     } else {
         Ok(())
+    }
+}
+
+/// `clWaitForEvents` once the program has named host threads: each command's owner sends
+/// its final status to every other rank, tagged by the command's name, and the others
+/// take it. No collective: a wait may come from any thread at any point (a finalizer a
+/// garbage collector runs, as pyopencl's "nanny" events do), and two ranks need not wait
+/// in the same order. (A failure of a command of another rank in a waited command's wait
+/// list is not carried here, only the waited commands' own statuses.)
+fn statuses_from_owners(events: &[Arc<Event>]) {
+    let node = crate::node::node();
+    let what = crate::node::What {
+        command: "a waited command's status",
+        buffer: 0,
+        offset: 0,
+        len: 0,
+        // Waits need not come at the same points of any thread's calls on every rank.
+        stamp: crate::history::Stamp::default(),
+    };
+    for e in events {
+        let (Some(owner), command) = (e.owner(), e.command.load(Ordering::Acquire)) else {
+            continue;
+        };
+        if command == 0 {
+            continue;
+        }
+        let tag = crate::host_threads::status_tag(command);
+        if owner == node.rank {
+            for peer in (0..node.size).filter(|&r| r != node.rank) {
+                node.transfer(crate::node::Transfer {
+                    direction: crate::node::Direction::Send,
+                    peer,
+                    tag,
+                    ptr: 0,
+                    len: 0,
+                    what,
+                    status: e.status(),
+                    done: Box::new(|_| {}),
+                });
+            }
+        } else {
+            let status = node.message_status(owner, tag, what);
+            e.adopt(status);
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 //! - **A thread's slot.** MirrorCL stands in for `pthread_create` (preloaded, it sees
 //!   the program's threads start). The main thread is slot 0; the k-th thread the main
 //!   thread creates outside MirrorCL (C's `pthread_create`, C++'s `std::thread`,
-//!   OpenMP's team) is slot `1 + k % (SLOTS - 1)`, the same on every rank because the
+//!   OpenMP's team) is slot `1 + k % (SLOTS - 2)`, the same on every rank because the
 //!   main thread creates them in program order. Threads of MPI, the vendors and
 //!   MirrorCL itself are not counted.
 //! - **Per slot:** the tags of messages between each pair of ranks (`Node::tag_with`),
@@ -58,6 +58,11 @@ static HELD: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
 static CREATED_BY_MAIN: AtomicU64 = AtomicU64::new(0);
 /// Per slot, the last id [`next_id`] gave.
 static IDS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+/// Per slot, the last command number [`next_command`] gave.
+static COMMANDS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+
+/// The slot whose tags carry commands' final statuses ([`status_tag`]); no thread has it.
+pub const STATUS_SLOT: usize = SLOTS - 1;
 /// Per slot, how many threads have held it (a thread is a slot and its generation).
 static GENERATION: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 /// Per slot, the number of the next command (`Event::seq`) when its thread was created:
@@ -147,6 +152,22 @@ pub fn several() -> bool {
     SEVERAL.load(Ordering::Acquire)
 }
 
+/// A command's name, the same on every rank: its thread's slot and its number there.
+pub fn next_command() -> u64 {
+    let s = slot();
+    let n = COMMANDS[s].fetch_add(1, Ordering::Relaxed) + 1;
+    (s as u64) << SLOT_SHIFT | n
+}
+
+/// The tag of the message that carries the final status of command `command`
+/// ([`next_command`]) from its owner: derived from the command alone, so that it pairs
+/// whichever thread waits for it, whenever (a finalizer run by a garbage collector).
+pub fn status_tag(command: u64) -> u64 {
+    let slot = command >> SLOT_SHIFT;
+    let n = command & ((1 << SLOT_SHIFT) - 1);
+    (STATUS_SLOT as u64) << SLOT_SHIFT | (n << 6 | slot)
+}
+
 /// A start routine as `pthread_create` takes it.
 pub type StartRoutine = unsafe extern "C-unwind" fn(*mut c_void) -> *mut c_void;
 
@@ -194,9 +215,9 @@ fn slot_for_new_thread(routine: StartRoutine) -> u16 {
         return UNNAMED;
     }
     let k = CREATED_BY_MAIN.fetch_add(1, Ordering::Relaxed);
-    let s = 1 + (k % (SLOTS as u64 - 1)) as usize;
+    let s = 1 + (k % (SLOTS as u64 - 2)) as usize;
     if HELD[s].swap(true, Ordering::AcqRel) {
-        // More than SLOTS - 1 threads at once: this one takes turns on slot 0.
+        // More than SLOTS - 2 threads at once: this one takes turns on slot 0.
         return UNNAMED;
     }
     GENERATION[s].fetch_add(1, Ordering::AcqRel);

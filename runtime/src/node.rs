@@ -178,6 +178,41 @@ impl Node {
         self.all_gather_by_messages(mine)
     }
 
+    /// Receives a message without bytes from `peer` under `tag` and returns the status
+    /// it carries, within the deadline.
+    pub fn message_status(&self, peer: u32, tag: u64, what: What) -> i32 {
+        let (done, arrived) = crossbeam_channel::bounded(1);
+        self.transfer(Transfer {
+            direction: Direction::Recv,
+            peer,
+            tag,
+            ptr: 0,
+            len: 0,
+            what,
+            status: 0,
+            done: Box::new(move |status| {
+                let _ = done.send(status);
+            }),
+        });
+        let got = match self.deadline {
+            Some(d) => arrived.recv_timeout(d).ok(),
+            None => arrived.recv().ok(),
+        };
+        got.unwrap_or_else(|| {
+            let mut why = String::new();
+            for line in self.pending_report() {
+                why.push_str(&format!("\n  still waiting: {line}"));
+            }
+            crate::diag!(
+                "MirrorCL: rank {}: {} from rank {peer} did not arrive (MIRRORCL_WAIT_TIMEOUT){why}\n\
+                 MirrorCL: aborting the job.",
+                self.rank,
+                what.command
+            );
+            self.abort()
+        })
+    }
+
     /// [`Node::all_gather`] as messages: each rank sends its length, then its bytes, to
     /// every other rank.
     fn all_gather_by_messages(&self, mine: &[u8]) -> Vec<Vec<u8>> {

@@ -77,4 +77,26 @@ echo "pyopencl $version: $files on $devices device(s); logs in $logs"
 rc=0
 "$venv/bin/python" "$here/driver.py" --test-dir "$src/test" --logs "$logs" \
   --icd-dir "$work/icd" --files "$files" --devices "$devices" --start "$start" || rc=$?
+
+# Issue 16 on a cluster: pyopencl's threaded test (two Python threads, each with its own
+# context and queue, whose "nanny" events are waited for from garbage-collector
+# finalizers, in whichever thread collects) on two ranks, MirrorCL preloaded as a
+# cluster needs. Each rank runs it on both devices.
+cluster_log="$logs/cluster-threaded.log"
+(
+  cd "$src/test"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  timeout 300 mpirun -np 2 --oversubscribe -x LD_PRELOAD="$lib" -x OCL_ICD_VENDORS="$work/icd" \
+    -x PYOPENCL_TEST=mirrorcl -x POCL_DEVICES=pthread -x MIRRORCL_WAIT_TIMEOUT=120 \
+    -x MIRRORCL_OUTPUT=all -x POCL_CACHE_DIR -x XDG_CACHE_HOME \
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider test_wrapper.py -k threaded_nanny_events
+) >"$cluster_log" 2>&1
+cluster_rc=$?
+if [ "$cluster_rc" = 0 ] && [ "$(grep -cE '^\[rank [01]\] 2 passed' "$cluster_log")" = 2 ]; then
+  echo "pyopencl on 2 ranks: test_threaded_nanny_events passed on both ranks"
+else
+  echo "pyopencl on 2 ranks: test_threaded_nanny_events FAILED (rc=$cluster_rc); $cluster_log:"
+  tail -n 30 "$cluster_log"
+  rc=1
+fi
 exit $rc

@@ -80,6 +80,10 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         (Location::Device(device.index), queue.stream)
     };
     let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, stream);
+    event.command.store(
+        crate::host_threads::next_command(),
+        std::sync::atomic::Ordering::Release,
+    );
     if crate::host_threads::several() && crate::node::is_cluster_now() {
         let accesses: Vec<_> = (cmd.accesses.iter())
             .map(|(b, r, mode)| {
