@@ -9,9 +9,10 @@
  *                            for writing, fills it, unmaps it, runs the kernel, maps the
  *                            result for reading without blocking and polls the map's
  *                            event with clGetEventInfo until it completes, checks it and
- *                            unmaps it. The kernel also writes the thread's slice of one
- *                            shared output buffer through a sub-buffer; the main thread
- *                            reads the whole of it after joining the threads.
+ *                            unmaps it, and waits for the kernel's event with
+ *                            clWaitForEvents. The kernel also writes the thread's slice
+ *                            of one shared output buffer through a sub-buffer; the main
+ *                            thread reads the whole of it after joining the threads.
  *   THREADS_PER_DEVICE=k     (concurrent) k threads per device, sharing its issuer and
  *                            its transfers (default 1).
  *   THREADS_MODE=nested      as concurrent, but the device threads are created by a thread
@@ -137,6 +138,8 @@ static void *thread_at_once(void *p)
         if (memcmp(res, cur, N * 4) != 0)
             ok = CHECK_MEM(res, cur, N, 4, "a thread's mapped result") && ok;
         MUST(clEnqueueUnmapMemObject(q, b, res, 0, NULL, NULL));
+        /* Done already; every rank learns the kernel's status from its owner. */
+        MUST(clWaitForEvents(1, &ran));
         MUST(clReleaseEvent(ran));
         MUST(clReleaseEvent(mapped));
     }
