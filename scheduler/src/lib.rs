@@ -862,18 +862,25 @@ mod tests {
         );
     }
 
+    fn no_steps_expected(_: &Step, _: Vec<u32>) -> (u64, u32) {
+        panic!("no transfer expected")
+    }
+
+    fn access_to(buffer: BufferId) -> impl Fn(Range<u64>, Mode) -> [Access; 1] {
+        move |range, mode| {
+            [Access {
+                buffer,
+                range,
+                mode,
+            }]
+        }
+    }
+
     #[test]
     fn accesses_to_disjoint_ranges_do_not_wait_for_each_other() {
         let mut s = sched();
         let b = s.create_buffer(16, None);
-        let acc = |range, mode| {
-            [Access {
-                buffer: b,
-                range,
-                mode,
-            }]
-        };
-        let no_steps = |_: &Step, _: Vec<u32>| -> (u64, u32) { panic!("no transfer expected") };
+        let (acc, no_steps) = (access_to(b), no_steps_expected);
         // In host memory (a device instance conflicts whole: the test below).
         let d = Location::Host;
         // Two writers of halves (two threads' sub-buffers), on their own streams.
@@ -905,19 +912,12 @@ mod tests {
 
     /// On a device, commands reach a buffer's bytes through its vendor instance and its
     /// vendor sub-buffers, which OpenCL does not let run concurrently: disjoint ranges
-    /// conflict there.
+    /// conflict there, within one host thread.
     #[test]
     fn accesses_to_one_device_instance_conflict_whatever_their_ranges() {
         let mut s = sched();
         let b = s.create_buffer(16, None);
-        let acc = |range, mode| {
-            [Access {
-                buffer: b,
-                range,
-                mode,
-            }]
-        };
-        let no_steps = |_: &Step, _: Vec<u32>| -> (u64, u32) { panic!("no transfer expected") };
+        let (acc, no_steps) = (access_to(b), no_steps_expected);
         let d = Location::Device(0);
         assert!(s
             .schedule(d, 1, &acc(0..8, Mode::Write), &10, no_steps)
@@ -929,6 +929,12 @@ mod tests {
         assert_eq!(
             s.schedule(d, 3, &acc(0..4, Mode::Read), &12, no_steps),
             vec![10, 11]
+        );
+        // Another host thread's access waits only for those of the same bytes.
+        s.set_thread(1);
+        assert_eq!(
+            s.schedule(d, 4, &acc(12..16, Mode::Write), &13, no_steps),
+            vec![11]
         );
     }
 
