@@ -186,6 +186,10 @@ impl Event {
     /// A host thread waited for this command: it and its queue's earlier commands are
     /// ordered before whatever any thread enqueues next.
     pub fn host_waited(&self) {
+        // Only race checks read it, and they run only where threads are named.
+        if !crate::host_threads::several() {
+            return;
+        }
         self.host_waited.store(true, Ordering::Release);
         if let Some(q) = self.queue() {
             q.waited_through(self.seq);

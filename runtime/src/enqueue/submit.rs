@@ -80,11 +80,12 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         (Location::Device(device.index), queue.stream)
     };
     let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, stream);
-    event.command.store(
-        crate::host_threads::next_command(),
-        std::sync::atomic::Ordering::Release,
-    );
     if crate::host_threads::several() && crate::node::is_cluster_now() {
+        // Named only where threads are: waits then pair by it (`event::wait_all`).
+        let command = crate::host_threads::next_command();
+        event
+            .command
+            .store(command, std::sync::atomic::Ordering::Release);
         let accesses: Vec<_> = (cmd.accesses.iter())
             .map(|(b, r, mode)| {
                 let writes = matches!(mode, Mode::Write | Mode::ReadWrite);
