@@ -340,8 +340,12 @@ impl Event {
             st.vendor_callback = true;
         }
         let raw = Arc::into_raw(self.clone()) as *mut c_void;
+        let traced = crate::trace::begin();
         // SAFETY: the trampoline takes back the Arc passed here, exactly once.
         let rc = unsafe { vendor.ev.on_complete(vendor_complete, raw) };
+        if traced != 0 {
+            crate::trace::span("vendor", "clSetEventCallback", traced, crate::trace_args![]);
+        }
         match rc {
             // Some vendors (PoCL 3.1) never call back for an event already complete
             // when the callback is registered, which the specification requires.

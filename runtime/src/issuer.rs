@@ -118,8 +118,12 @@ pub struct JobInfo {
     pub may_share: bool,
     /// The job blocks in the vendor: nothing before it in the batch may wait on it.
     pub blocking: bool,
-    /// The events (by address) it waits for.
-    pub deps: Vec<usize>,
+    /// The events it waits for.
+    pub deps: Vec<Arc<Event>>,
+    /// Its in-order stream and vendor context: a dependency issued there is waited on
+    /// by the vendor directly (None: the context is gone, the job fails when it runs).
+    pub stream: u64,
+    pub context: Option<ContextKey>,
     /// Every dependency was done when it was scheduled: it completes after what is
     /// before it on its vendor queue and nothing else.
     pub free: bool,
@@ -136,22 +140,45 @@ pub struct Job {
     pub run: JobRun,
 }
 
+impl JobInfo {
+    /// Whether the vendor can take the job now: each dependency is done, or issued on
+    /// its stream or in its vendor context. Any other (a receive, a host-side command,
+    /// a user event, a command of another vendor or not issued yet) would need a vendor
+    /// user event, and NVIDIA takes a queue that waits on one off its fast path: every
+    /// later command there is held and submitted by its own thread tens of µs after the
+    /// event is set. The issuer holds such a job instead until its dependencies allow.
+    fn ready(&self) -> bool {
+        self.deps.iter().all(|d| {
+            d.is_done()
+                || d.vendor()
+                    .is_some_and(|v| v.stream == self.stream || Some(v.context) == self.context)
+        })
+    }
+}
+
 /// A job and when it was handed to the issuer (for the trace; 0: not traced).
 type Handed = (Job, u64);
 
+/// What reaches an issuer: a job, or word that a dependency of a held job is done.
+enum Message {
+    Job(Handed),
+    Wake,
+}
+
 pub struct Issuer {
-    tx: Sender<Handed>,
+    tx: Sender<Message>,
 }
 
 impl Issuer {
     pub fn spawn(name: String) -> Issuer {
-        let (tx, rx) = unbounded::<Handed>();
+        let (tx, rx) = unbounded::<Message>();
         let spin = crate::platform::platform().config.spin();
+        let wake = tx.clone();
         std::thread::Builder::new()
             .name(name)
             .spawn(move || {
                 crate::replica::mark_runtime_thread();
-                run(rx, spin)
+                run(rx, wake, spin)
             })
             .expect("spawning an issuer thread");
         Issuer { tx }
@@ -159,7 +186,7 @@ impl Issuer {
 
     pub fn send(&self, job: Job) {
         // The issuer only stops when the process exits, so the channel stays open.
-        let _ = self.tx.send((job, crate::trace::begin()));
+        let _ = self.tx.send(Message::Job((job, crate::trace::begin())));
     }
 }
 
@@ -214,23 +241,96 @@ fn forget_watched() {
     });
 }
 
-fn run(rx: Receiver<Handed>, spin: Duration) {
+fn run(rx: Receiver<Message>, wake: Sender<Message>, spin: Duration) {
     WATCHED.with(|w| *w.borrow_mut() = Some(Vec::new()));
     let mut state = IssuerState::default();
     let mut batch: Vec<Handed> = Vec::new();
+    let mut held = Held::default();
     loop {
-        match next_job(&rx, spin) {
-            Some(job) => batch.push(job),
+        match next_message(&rx, spin) {
+            Some(Message::Job(job)) => batch.push(job),
+            Some(Message::Wake) => {}
             None => return,
         }
-        while let Ok(job) = rx.try_recv() {
-            batch.push(job);
+        while let Ok(message) = rx.try_recv() {
+            if let Message::Job(job) = message {
+                batch.push(job);
+            }
         }
+        // Held jobs came first: they go before the batch when they can.
+        held.release(&mut state);
         let share = sharing(&batch);
         for ((job, handed), share) in batch.drain(..).zip(share) {
-            run_job(job, handed, share, &mut state);
+            if held.holds_queue(job.info.vqueue) || !job.info.ready() {
+                held.hold(job, handed, &wake);
+            } else {
+                run_job(job, handed, share, &mut state);
+            }
         }
+        // A job of the batch may be what a held one waited for.
+        held.release(&mut state);
         state.flush();
+    }
+}
+
+/// Jobs that wait for a dependency the vendor cannot wait on, in the order they came.
+/// A later job on the same vendor queue waits behind them (the queue is in order);
+/// jobs on other queues go on.
+#[derive(Default)]
+struct Held {
+    jobs: std::collections::VecDeque<Handed>,
+}
+
+impl Held {
+    fn holds_queue(&self, vqueue: usize) -> bool {
+        self.jobs.iter().any(|(j, _)| j.info.vqueue == vqueue)
+    }
+
+    /// Each dependency that is not ready wakes the issuer when done.
+    fn hold(&mut self, job: Job, handed: u64, wake: &Sender<Message>) {
+        if crate::trace::on() {
+            let by = job
+                .info
+                .deps
+                .iter()
+                .find(|d| !d.is_done() && d.vendor().is_none());
+            crate::trace::instant(
+                "issue",
+                "held",
+                crate::trace_args![
+                    ("command", job.info.seq),
+                    ("by", by.map_or(0, |d| d.seq)),
+                    ("by_type", by.map_or(0, |d| d.command_type as u64))
+                ],
+            );
+        }
+        for dep in job.info.deps.iter().filter(|d| !d.is_done()) {
+            let wake = wake.clone();
+            dep.on_done(move |_| {
+                let _ = wake.send(Message::Wake);
+            });
+        }
+        self.jobs.push_back((job, handed));
+    }
+
+    /// Issues the held jobs that became ready, in order, until none does (one may be
+    /// what the next waited for). Without a later job of their batch to back them, they
+    /// take vendor events of their own.
+    fn release(&mut self, state: &mut IssuerState) {
+        loop {
+            let mut blocked: Vec<usize> = Vec::new();
+            let next = self.jobs.iter().position(|(job, _)| {
+                let go = !blocked.contains(&job.info.vqueue) && job.info.ready();
+                if !go {
+                    blocked.push(job.info.vqueue);
+                }
+                go
+            });
+            let Some(i) = next else { return };
+            if let Some((job, handed)) = self.jobs.remove(i) {
+                run_job(job, handed, false, state);
+            }
+        }
     }
 }
 
@@ -244,7 +344,7 @@ fn sharing(batch: &[Handed]) -> Vec<bool> {
     let mut share = vec![false; batch.len()];
     // Per vendor queue, whether the next job of the batch on it is free.
     let mut later_queues: Vec<(usize, bool)> = Vec::new();
-    let mut waited_for: rustc_hash::FxHashSet<usize> = Default::default();
+    let mut waited_for: rustc_hash::FxHashSet<*const Event> = Default::default();
     let mut blocking_later = false;
     for (i, (job, _)) in batch.iter().enumerate().rev() {
         let info = &job.info;
@@ -252,12 +352,12 @@ fn sharing(batch: &[Handed]) -> Vec<bool> {
         share[i] = info.may_share
             && !blocking_later
             && next.as_ref().is_some_and(|(_, free)| *free)
-            && !waited_for.contains(&info.event);
+            && !waited_for.contains(&(info.event as *const Event));
         match next {
             Some(entry) => entry.1 = info.free,
             None => later_queues.push((info.vqueue, info.free)),
         }
-        waited_for.extend(info.deps.iter().copied());
+        waited_for.extend(info.deps.iter().map(Arc::as_ptr));
         blocking_later |= info.blocking;
     }
     share
@@ -287,7 +387,7 @@ fn run_job(job: Job, handed: u64, share: bool, state: &mut IssuerState) {
 
 /// Spins for `spin` (while a core is free: `crate::spin`) before parking on the
 /// channel.
-fn next_job(rx: &Receiver<Handed>, spin: Duration) -> Option<Handed> {
+fn next_message(rx: &Receiver<Message>, spin: Duration) -> Option<Message> {
     let mut spin = crate::spin::Spin::new(spin);
     let mut turns = 0u32;
     loop {

@@ -67,12 +67,9 @@ pub(super) fn issue(device: &Device, cmd: VendorCommand) {
             )
             && free,
         blocking: cmd.blocking,
-        deps: cmd
-            .deps
-            .all
-            .iter()
-            .map(|d| Arc::as_ptr(d) as usize)
-            .collect(),
+        deps: cmd.deps.all.clone(),
+        stream: cmd.event.stream,
+        context: (cmd.event.context.vendor_context_of(cmd.group).ok()).map(|v| v.vctx.key()),
         free,
         command_type: cmd.event.command_type,
         seq: cmd.event.seq,
@@ -118,7 +115,12 @@ impl VendorCommand {
             let vqueue = vqueue?;
             let vctx = &event.context.vendor_context_of(group)?.vctx;
             let waits = VendorWaits::resolve(&deps, failing, vctx, stream)?;
-            let vev = f(&vqueue, &waits.list, !share)?;
+            let traced = crate::trace::begin();
+            let vev = f(&vqueue, &waits.list, !share);
+            if traced != 0 {
+                crate::trace::span("vendor", "vendor call", traced, crate::trace_args![]);
+            }
+            let vev = vev?;
             Ok::<_, cl_int>((vqueue, vctx.key(), vev))
         }));
         match result {
