@@ -327,11 +327,14 @@ impl Event {
         }
     }
 
-    /// Asks the vendor to report completion (once), if the command reached it.
+    /// Asks the vendor to report completion (once), if the command reached it. On an
+    /// issuer, with no application callback, the issuer polls the event instead and
+    /// registers the callback only when it parks: NVIDIA enqueues 3-5 µs slower while
+    /// callbacks are pending.
     fn request_vendor_callback(self: &Arc<Self>) {
-        let Some(vendor) = self.vendor() else {
+        if self.vendor().is_none() {
             return;
-        };
+        }
         {
             let mut st = self.state.lock();
             if st.vendor_callback {
@@ -339,6 +342,17 @@ impl Event {
             }
             st.vendor_callback = true;
         }
+        if self.poll() || (!self.has_user_callbacks() && crate::issuer::watch_instead(self)) {
+            return;
+        }
+        self.register_vendor_callback();
+    }
+
+    /// `clSetEventCallback` on the vendor event, which exists.
+    pub(crate) fn register_vendor_callback(self: &Arc<Self>) {
+        let Some(vendor) = self.vendor() else {
+            return;
+        };
         let raw = Arc::into_raw(self.clone()) as *mut c_void;
         let traced = crate::trace::begin();
         // SAFETY: the trampoline takes back the Arc passed here, exactly once.

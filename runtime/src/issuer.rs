@@ -193,36 +193,56 @@ impl Issuer {
 thread_local! {
     /// On an issuer thread: the events of its commands that others wait on
     /// asynchronously (a send after a read, a bridge to another vendor, a join), polled
-    /// while the issuer spins for its next job. NVIDIA reports a completion through its
-    /// callback thread some 20 µs after the fact; a poll that finds the event done
-    /// completes it here (the first final status wins, so the callback that comes later
-    /// does nothing).
-    static WATCHED: std::cell::RefCell<Option<Vec<Arc<Event>>>> =
+    /// while the issuer spins for its next job; with whether the vendor's callback is
+    /// registered. NVIDIA reports a completion through its callback thread some 20 µs
+    /// after the fact; a poll that finds the event done completes it here (the first
+    /// final status wins, so a callback that comes later does nothing).
+    static WATCHED: std::cell::RefCell<Option<Vec<(Arc<Event>, bool)>>> =
         const { std::cell::RefCell::new(None) };
 }
 
-/// Polls `event` on this thread while it spins, if this thread is an issuer (the vendor
-/// callback stays registered, for when the issuer parks).
+/// Polls `event` on this thread while it spins, if this thread is an issuer (its vendor
+/// callback is registered, for when the issuer parks).
 pub fn watch(event: &Arc<Event>) {
     WATCHED.with(|w| {
         if let Some(list) = w.borrow_mut().as_mut() {
-            list.push(event.clone());
+            list.push((event.clone(), true));
         }
     });
 }
 
+/// On an issuer: polls `event` instead of registering its vendor callback, which waits
+/// until the issuer parks or blocks in a vendor call. Whether this thread took it.
+pub fn watch_instead(event: &Arc<Event>) -> bool {
+    WATCHED.with(|w| match w.borrow_mut().as_mut() {
+        Some(list) => {
+            list.push((event.clone(), false));
+            true
+        }
+        None => false,
+    })
+}
+
 /// Polls the watched events; whether one completed. Completions run callbacks, which
-/// may watch further events: the list is not borrowed meanwhile. An application
-/// callback added since runs where the vendor calls back, never on an issuer.
+/// may watch further events: the list is not borrowed meanwhile. An event that got an
+/// application callback since is left to the vendor's callback thread (application
+/// callbacks never run on an issuer).
 fn poll_watched() -> bool {
     let list = WATCHED.with(|w| w.borrow_mut().as_mut().map(std::mem::take));
     let Some(list) = list.filter(|l| !l.is_empty()) else {
         return false;
     };
     let before = list.len();
-    let pending: Vec<Arc<Event>> = (list.into_iter())
-        .filter(|e| !e.has_user_callbacks() && !e.poll())
-        .collect();
+    let mut pending = Vec::with_capacity(before);
+    for (event, registered) in list {
+        if event.has_user_callbacks() {
+            if !registered {
+                event.register_vendor_callback();
+            }
+        } else if !event.poll() {
+            pending.push((event, registered));
+        }
+    }
     let progressed = pending.len() < before;
     WATCHED.with(|w| {
         if let Some(l) = w.borrow_mut().as_mut() {
@@ -232,13 +252,15 @@ fn poll_watched() -> bool {
     progressed
 }
 
-/// Stops watching: the issuer parks, and the vendor's callbacks complete what is left.
-fn forget_watched() {
-    WATCHED.with(|w| {
-        if let Some(l) = w.borrow_mut().as_mut() {
-            l.clear();
+/// Stops watching before the issuer parks or blocks in a vendor call: the vendor's
+/// callbacks complete what is left.
+pub fn forget_watched() {
+    let list = WATCHED.with(|w| w.borrow_mut().as_mut().map(std::mem::take));
+    for (event, registered) in list.into_iter().flatten() {
+        if !registered && !event.is_done() {
+            event.register_vendor_callback();
         }
-    });
+    }
 }
 
 fn run(rx: Receiver<Message>, wake: Sender<Message>, spin: Duration) {
@@ -265,6 +287,8 @@ fn run(rx: Receiver<Message>, wake: Sender<Message>, spin: Duration) {
                 held.hold(job, handed, &wake);
             } else {
                 run_job(job, handed, share, &mut state);
+                // A long batch must not hold back what the vendor finished meanwhile.
+                poll_watched();
             }
         }
         // A job of the batch may be what a held one waited for.

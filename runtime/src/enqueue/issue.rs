@@ -108,8 +108,9 @@ impl VendorCommand {
         if blocking {
             // This job will block in the vendor: what it may wait for on this issuer's
             // other queues must have reached the devices (a vendor may hold commands
-            // until a flush).
+            // until a flush); what it polls is left to the vendor's callbacks meanwhile.
             state.flush();
+            crate::issuer::forget_watched();
         }
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let vqueue = vqueue?;
