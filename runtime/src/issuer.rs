@@ -297,17 +297,18 @@ fn run(rx: Receiver<Message>, wake: Sender<Message>, spin: Duration) {
     }
 }
 
-/// Jobs that wait for a dependency the vendor cannot wait on, in the order they came.
-/// A later job on the same vendor queue waits behind them (the queue is in order);
-/// jobs on other queues go on.
+/// Jobs that wait for a dependency the vendor cannot wait on, per vendor queue in the
+/// order they came: a later job on the same queue waits behind them (the queue is in
+/// order), jobs on other queues go on. Only the first of each queue can be next, so a
+/// program enqueuing far ahead costs nothing per held job.
 #[derive(Default)]
 struct Held {
-    jobs: std::collections::VecDeque<Handed>,
+    queues: Vec<(usize, std::collections::VecDeque<Handed>)>,
 }
 
 impl Held {
     fn holds_queue(&self, vqueue: usize) -> bool {
-        self.jobs.iter().any(|(j, _)| j.info.vqueue == vqueue)
+        self.queues.iter().any(|(q, _)| *q == vqueue)
     }
 
     /// Each dependency that is not ready wakes the issuer when done.
@@ -334,25 +335,31 @@ impl Held {
                 let _ = wake.send(Message::Wake);
             });
         }
-        self.jobs.push_back((job, handed));
+        match self.queues.iter_mut().find(|(q, _)| *q == job.info.vqueue) {
+            Some((_, jobs)) => jobs.push_back((job, handed)),
+            None => {
+                let vqueue = job.info.vqueue;
+                self.queues.push((vqueue, [(job, handed)].into()));
+            }
+        }
     }
 
-    /// Issues the held jobs that became ready, in order, until none does (one may be
-    /// what the next waited for). Without a later job of their batch to back them, they
-    /// take vendor events of their own.
+    /// Issues the held jobs that became ready, in order on each queue, until none does
+    /// (one may be what another waited for). Without a later job of their batch to back
+    /// them, they take vendor events of their own.
     fn release(&mut self, state: &mut IssuerState) {
         loop {
-            let mut blocked: Vec<usize> = Vec::new();
-            let next = self.jobs.iter().position(|(job, _)| {
-                let go = !blocked.contains(&job.info.vqueue) && job.info.ready();
-                if !go {
-                    blocked.push(job.info.vqueue);
+            let mut progressed = false;
+            for (_, jobs) in self.queues.iter_mut() {
+                while jobs.front().is_some_and(|(job, _)| job.info.ready()) {
+                    let (job, handed) = jobs.pop_front().expect("a first job");
+                    run_job(job, handed, false, state);
+                    progressed = true;
                 }
-                go
-            });
-            let Some(i) = next else { return };
-            if let Some((job, handed)) = self.jobs.remove(i) {
-                run_job(job, handed, false, state);
+            }
+            self.queues.retain(|(_, jobs)| !jobs.is_empty());
+            if !progressed {
+                return;
             }
         }
     }

@@ -522,6 +522,13 @@ struct Progress {
     active: VecDeque<Active>,
     pending: Pending,
     asks: Asks,
+    /// Reused by `test_requests`: the requests in flight, and MPI's indices of those done.
+    scratch: Vec<ffi::MPI_Request>,
+    indices: Vec<c_int>,
+    /// For each request in `scratch`: its transfer in `active` and its place there.
+    owners: Vec<(usize, usize)>,
+    /// When the deadline is looked at next (it costs a pass over the transfers).
+    next_deadline_check: Instant,
 }
 
 fn progress_loop(
@@ -539,6 +546,10 @@ fn progress_loop(
         active: VecDeque::new(),
         pending,
         asks: Asks::new(alert),
+        scratch: Vec::new(),
+        indices: Vec::new(),
+        owners: Vec::new(),
+        next_deadline_check: Instant::now(),
     };
     loop {
         p.asks.serve();
@@ -598,25 +609,79 @@ impl Progress {
         }
     }
 
+    /// Tests every request in flight with one `MPI_Testsome`: one progress call per
+    /// turn, where an `MPI_Test` per request made each turn cost the number of
+    /// transfers planned ahead (a program enqueuing a thousand iterations ahead posts a
+    /// thousand receives). Should it report an error, each request is tested on its own
+    /// (one that fails, a truncated message, must not end the transfer while its others
+    /// still use the buffers).
+    fn test_requests(&mut self) -> Vec<usize> {
+        // SAFETY: a null request handle to compare with.
+        let null = unsafe { ffi::RSMPI_REQUEST_NULL };
+        let mut reqs = std::mem::take(&mut self.scratch);
+        reqs.clear();
+        self.owners.clear();
+        for (i, a) in self.active.iter().enumerate() {
+            for (j, r) in a.requests.iter().enumerate().filter(|(_, r)| **r != null) {
+                reqs.push(*r);
+                self.owners.push((i, j));
+            }
+        }
+        let mut touched = Vec::new();
+        if reqs.is_empty() {
+            self.scratch = reqs;
+            return touched;
+        }
+        let mut indices = std::mem::take(&mut self.indices);
+        indices.resize(reqs.len(), 0);
+        let mut count: c_int = 0;
+        // SAFETY: live requests posted above (MPI nulls those complete); `indices` has
+        // room for all of them.
+        let rc = unsafe {
+            ffi::MPI_Testsome(
+                reqs.len() as c_int,
+                reqs.as_mut_ptr(),
+                &mut count,
+                indices.as_mut_ptr(),
+                ffi::RSMPI_STATUSES_IGNORE,
+            )
+        };
+        if rc == 0 {
+            for &k in &indices[..count.max(0) as usize] {
+                let (i, j) = self.owners[k as usize];
+                self.active[i].requests[j] = null;
+                touched.push(i);
+            }
+        } else {
+            for (i, a) in self.active.iter_mut().enumerate() {
+                for req in a.requests.iter_mut().filter(|r| **r != null) {
+                    let mut flag: c_int = 0;
+                    // SAFETY: a live request posted above (MPI nulls it once complete).
+                    let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+                    if rc != 0 {
+                        a.failed = true;
+                        *req = null;
+                    }
+                }
+                touched.push(i);
+            }
+        }
+        self.scratch = reqs;
+        self.indices = indices;
+        // Highest first: removing one moves the last in its place, which is done.
+        touched.sort_unstable_by(|x, y| y.cmp(x));
+        touched.dedup();
+        touched
+    }
+
     /// Runs the `done` of every transfer MPI finished; whether there was one.
     fn complete_finished(&mut self) -> bool {
+        let touched = self.test_requests();
         let mut progressed = false;
-        let mut i = 0;
-        while i < self.active.len() {
+        // SAFETY: a null request handle to compare with.
+        let null = unsafe { ffi::RSMPI_REQUEST_NULL };
+        for i in touched {
             let a = &mut self.active[i];
-            // Each request on its own: one that fails (a truncated message) must not
-            // end the transfer while its others still use the buffers.
-            // SAFETY: a null request handle to compare with.
-            let null = unsafe { ffi::RSMPI_REQUEST_NULL };
-            for req in a.requests.iter_mut().filter(|r| **r != null) {
-                let mut flag: c_int = 0;
-                // SAFETY: a live request posted above (MPI nulls it once complete).
-                let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
-                if rc != 0 {
-                    a.failed = true;
-                    *req = null;
-                }
-            }
             if a.requests.iter().all(|r| *r == null) && a.awaiting_header {
                 // A larger receive's header: checked before its bytes are received.
                 let a = &mut self.active[i];
@@ -635,10 +700,14 @@ impl Progress {
                 }
                 a.transfer = Some(t);
                 progressed = true;
-                continue;
+                // Tested from the next turn on; nothing posted (a failure) ends it now.
+                if a.requests.iter().any(|r| *r != null) {
+                    continue;
+                }
             }
+            let a = &mut self.active[i];
             if a.requests.iter().all(|r| *r == null) {
-                let mut done = self.active.remove(i).expect("index in range");
+                let mut done = self.active.swap_remove_back(i).expect("index in range");
                 let ok = !done.failed;
                 if let Some(t) = done.transfer.take() {
                     let status = match t.direction {
@@ -676,15 +745,18 @@ impl Progress {
                     complete(self.rank, t, status);
                 }
                 progressed = true;
-            } else {
-                i += 1;
             }
         }
         progressed
     }
 
     /// Reports every transfer in flight and ends the job once the oldest is overdue.
-    fn check_deadline(&self, timeout: Option<Duration>) {
+    fn check_deadline(&mut self, timeout: Option<Duration>) {
+        let now = Instant::now();
+        if now < self.next_deadline_check {
+            return;
+        }
+        self.next_deadline_check = now + Duration::from_millis(10);
         let (Some(limit), Some(oldest)) = (timeout, self.active.iter().map(|a| a.since).min())
         else {
             return;
