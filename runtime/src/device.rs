@@ -381,7 +381,10 @@ impl Device {
 
     /// The issuer thread of this actual device, started on first use.
     pub fn issuer(&self) -> &Issuer {
-        self.issuer
-            .get_or_init(|| Issuer::spawn(format!("mirrorcl-issuer-{}", self.index)))
+        self.issuer.get_or_init(|| {
+            // PoCL runs a command waiting on a user event in its own worker.
+            let pocl = self.vendor_name.contains("Portable Computing Language");
+            Issuer::spawn(format!("mirrorcl-issuer-{}", self.index), !pocl)
+        })
     }
 }
