@@ -192,6 +192,9 @@ impl Issuer {
     }
 }
 
+/// A watched event, and whether its vendor callback is registered.
+type Watched = (Arc<Event>, bool);
+
 thread_local! {
     /// On an issuer thread: the events of its commands that others wait on
     /// asynchronously (a send after a read, a bridge to another vendor, a join), polled
@@ -199,7 +202,7 @@ thread_local! {
     /// registered. NVIDIA reports a completion through its callback thread some 20 µs
     /// after the fact; a poll that finds the event done completes it here (the first
     /// final status wins, so a callback that comes later does nothing).
-    static WATCHED: std::cell::RefCell<Option<Vec<(Arc<Event>, bool)>>> =
+    static WATCHED: std::cell::RefCell<Option<Vec<Watched>>> =
         const { std::cell::RefCell::new(None) };
 }
 
