@@ -176,7 +176,10 @@ fn a_quick_run_of_every_part_writes_figures_plots_and_a_summary() {
         for variant in ["attach", "no-attach", "vendor"] {
             let r = get(variant);
             let median = r["median_us_per_step"].as_f64().unwrap();
-            assert!(median > 0.0 && r["steps"] == 20 && r["size"] == "256", "{r}");
+            assert!(
+                median > 0.0 && r["steps"] == 20 && r["size"] == "256",
+                "{r}"
+            );
             let ratio = r["over_mpi"].as_f64().unwrap();
             assert!((ratio - median / twin).abs() < 1e-9, "{r}");
         }
