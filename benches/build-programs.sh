@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compiles the C programs the benchmark harness runs into DIR (default target/bench/bin):
 # tests/c/cluster_alltoall.c (the IV.7.2 microbenchmark), benches/micro/* (its
-# hand-written MPI twin, the bandwidth programs) and benches/apps/*.
+# hand-written MPI twin, the bandwidth programs, the stencil's twin) and benches/apps/*.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$root/target/bench/bin}"
@@ -13,6 +13,7 @@ cc "${cflags[@]}" -o "$out/bandwidth" benches/micro/bandwidth.c -lOpenCL -lm
 cc "${cflags[@]}" -o "$out/copy16" benches/micro/copy16.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/bandwidth_mpi" benches/micro/bandwidth_mpi.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/alltoall_mpi" benches/micro/alltoall_mpi.c -lOpenCL -lm
+mpicc "${cflags[@]}" -o "$out/stencil_mpi" benches/micro/stencil_mpi.c -lOpenCL -lm
 for src in benches/apps/*.c; do
   cc "${cflags[@]}" -o "$out/$(basename "$src" .c)" "$src" -lOpenCL -lm
 done

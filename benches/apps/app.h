@@ -1,6 +1,9 @@
 /*
- * app.h - shared host code of the MirrorCL benchmark applications (the
- * applications of Table IV.5 of the SnuCL-D thesis, benches/apps/<name>.c).
+ * app.h - shared host code of the MirrorCL benchmark applications,
+ * benches/apps/<name>.c: the applications of Table IV.5 of the SnuCL-D thesis
+ * (blackscholes, binomialoption, cp, ep, matrixmul, nbody), a conjugate-gradient
+ * solver (cg) and a Jacobi stencil with a ghost-row exchange (stencil; its
+ * hand-written MPI + OpenCL twin is benches/micro/stencil_mpi.c).
  *
  * Every application is an ordinary single-process OpenCL 1.2 host program: it
  * takes ALL devices of the first platform, creates one context with all of them

@@ -2,7 +2,8 @@
 # The benchmark harness on the GPU machine: mirrorcl-bench with NVIDIA's OpenCL, one GPU
 # per rank, against NVIDIA's OpenCL directly and hand-written MPI. Run from the
 # repository root with target/gpu/ prepared by tests/gpu/prepare.sh; arguments go to
-# mirrorcl-bench (e.g. --parts micro,overhead,bandwidth --ranks 1,2,4). Results
+# mirrorcl-bench (e.g. --parts micro,overhead,bandwidth --ranks 1,2,4; the stencil against
+# its hand-written twin: --parts stencil --ranks 2,4 --reps 5 --sizes large). Results
 # accumulate in $BENCH_RESULTS (default /tmp/mirrorcl-bench-gpu, so that parts run in
 # separate calls add up) and are archived to $OUT/bench-NAME.tgz (or ./gpu-out/).
 set -uo pipefail

@@ -243,9 +243,16 @@ pub fn compile(prog: &str, way: Way) -> Result<PathBuf, String> {
     if !src.is_file() {
         return Err(format!("no such C program: {}", src.display()));
     }
-    let app_hdr = apps_dir().join("app.h");
-    let newest_src = [mtime(&src), mtime(&hdr), mtime(&app_hdr)]
+    // The applications' shared headers (app.h, stencil.h) count as sources.
+    let app_hdrs = std::fs::read_dir(apps_dir())
         .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "h"));
+    let newest_src = [mtime(&src), mtime(&hdr)]
+        .into_iter()
+        .chain(app_hdrs.map(|p| mtime(&p)))
         .flatten()
         .max();
     let fresh = match (mtime(&bin), newest_src) {

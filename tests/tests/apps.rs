@@ -13,6 +13,7 @@ const APPS: &[(&str, &str)] = &[
     ("matrixmul", "256"),
     ("ep", "1M"),
     ("cg", "64"),
+    ("stencil", "64"),
 ];
 
 #[test]
@@ -53,7 +54,7 @@ fn applications_natively_with_a_sampled_check() {
             .unwrap_or_else(|e| panic!("{app} (native, 3 devices, APP_CHECK=sample): {e}"));
         assert!(out.passed(), "{}", out.report());
         let expect = match *app {
-            "nbody" | "ep" | "cg" => "APP_CHECK=sample has no effect",
+            "nbody" | "ep" | "cg" | "stencil" => "APP_CHECK=sample has no effect",
             _ => "values (sampled)",
         };
         assert!(
@@ -104,6 +105,32 @@ fn binomialoption_with_one_host_thread_per_device() {
                 "rank {rank} of {ranks}: not threaded\n{}",
                 out.report()
             );
+        }
+    }
+}
+
+/// The stencil's ghost-row exchange where it differs: one MirrorCL process driving two
+/// devices, two ranks of two devices each (copies within a rank and between ranks), an
+/// odd number of steps (the result in the second buffer) and one step (no copy reading
+/// a buffer again); every rank checks the whole grid bit-exactly.
+#[test]
+fn stencil_within_and_across_ranks() {
+    for (ranks, devices, steps) in [(1, 2, "100"), (2, 2, "7"), (2, 2, "1")] {
+        for attach in ["1", "0"] {
+            let env = [
+                ("APP_SIZE", "64"),
+                ("APP_STEPS", steps),
+                ("APP_ATTACH", attach),
+            ];
+            let out = check_cluster("stencil", ranks, devices, &env);
+            for (rank, (stdout, _)) in out.outputs.iter().enumerate() {
+                assert!(
+                    stdout.contains("values bit-exact")
+                        && stdout.contains(&format!("steps={steps} step_us=")),
+                    "rank {rank} of {ranks}: no check or STEP line\n{}",
+                    out.report()
+                );
+            }
         }
     }
 }

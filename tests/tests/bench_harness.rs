@@ -159,6 +159,31 @@ fn a_quick_run_of_every_part_writes_figures_plots_and_a_summary() {
         assert!(single > 0.0 && thr > 0.0, "{c}");
         assert!((ratio - thr / single).abs() < 1e-9, "{c}");
     }
+    // The stencil: MirrorCL attached and not, the hand-written twin (mpirun, the vendor's
+    // platform) and the vendor's one process, at 1 and 2 ranks, each checked; ratios to
+    // the twin of the same rank count.
+    let stencil = results["stencil"].as_array().unwrap();
+    assert_eq!(stencil.len(), 8, "{stencil:?}");
+    for ranks in [1, 2] {
+        let get = |variant: &str| {
+            stencil
+                .iter()
+                .find(|r| r["ranks"] == ranks && r["variant"] == variant)
+                .unwrap_or_else(|| panic!("stencil {ranks} {variant}: {stencil:?}"))
+        };
+        let twin = get("mpi")["median_us_per_step"].as_f64().unwrap();
+        assert!(twin > 0.0, "{stencil:?}");
+        for variant in ["attach", "no-attach", "vendor"] {
+            let r = get(variant);
+            let median = r["median_us_per_step"].as_f64().unwrap();
+            assert!(
+                median > 0.0 && r["steps"] == 20 && r["size"] == "256",
+                "{r}"
+            );
+            let ratio = r["over_mpi"].as_f64().unwrap();
+            assert!((ratio - median / twin).abs() < 1e-9, "{r}");
+        }
+    }
     // Cost per command: every family, with MirrorCL's and the native figures.
     let families = results["overhead"]["families"].as_object().unwrap();
     for f in [
@@ -175,6 +200,7 @@ fn a_quick_run_of_every_part_writes_figures_plots_and_a_summary() {
         "bandwidth.csv",
         "apps.csv",
         "overhead.csv",
+        "stencil.csv",
         "micro.svg",
         "bandwidth.svg",
         "apps.svg",
@@ -192,6 +218,9 @@ fn a_quick_run_of_every_part_writes_figures_plots_and_a_summary() {
         "#### Cost per command",
         "#### Copy bandwidth",
         "#### Applications: strong scaling",
+        "#### Stencil: time per step against the hand-written MPI + OpenCL twin",
+        "| 2 | 256² | 20 | hand-written MPI + OpenCL |",
+        "Goal, per-step time at most 1.5× the hand-written twin",
         "Goal, latency within 2×",
         "One host thread per device (`APP_THREADS=1`",
         "| binomialoption | 4096 | MirrorCL, 2 rank(s), a host thread per device |",

@@ -7,6 +7,7 @@ mod micro;
 mod overhead;
 mod plot;
 mod run;
+mod stencil;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Parser, ValueEnum};
@@ -30,9 +31,10 @@ pub fn median(v: &[f64]) -> f64 {
 ///
 /// Runs the IV.7.2 microbenchmark in the thesis' three variants next to hand-written MPI,
 /// the cost per command against the native platform per API family, the copy bandwidth
-/// between two ranks next to raw MPI, and the applications' strong scaling (binomialoption
-/// also with one host thread per device, against itself with one); writes JSON, CSV, SVG
-/// plots and a Markdown summary, and (with --docs) puts the summary into docs/benchmarks.md.
+/// between two ranks next to raw MPI, the applications' strong scaling (binomialoption
+/// also with one host thread per device, against itself with one), and a stencil's time
+/// per step next to its hand-written MPI + OpenCL twin; writes JSON, CSV, SVG plots and a
+/// Markdown summary, and (with --docs) puts the summary into docs/benchmarks.md.
 #[derive(Parser)]
 #[command(name = "mirrorcl-bench")]
 // The last of a repeated option wins: scripts put their defaults before the user's.
@@ -40,7 +42,7 @@ pub fn median(v: &[f64]) -> f64 {
 struct Options {
     /// Parts to run, comma-separated
     #[arg(long, value_name = "LIST", value_enum, value_delimiter = ',', action = ArgAction::Set,
-          default_value = "micro,overhead,bandwidth,apps")]
+          default_value = "micro,overhead,bandwidth,apps,stencil")]
     parts: Vec<Part>,
     /// Rank counts of the microbenchmark and the applications, comma-separated
     #[arg(long, value_name = "LIST", value_delimiter = ',', action = ArgAction::Set,
@@ -63,12 +65,12 @@ struct Options {
         default_value = "pocl"
     )]
     vendor: Vendor,
-    /// Application sizes (large: GPUs; --quick: small)
+    /// Application and stencil sizes (large: GPUs; --quick: small)
     #[arg(long, value_name = "PRESET", default_value = "medium",
           default_value_if("quick", "true", "small"),
           value_parser = ["small", "medium", "large"])]
     sizes: String,
-    /// One application's APP_SIZE (repeatable)
+    /// One application's (or the stencil's) APP_SIZE (repeatable)
     #[arg(long = "app-size", value_name = "APP=N", value_parser = app_size)]
     app_sizes: Vec<(String, String)>,
     /// Outputs the applications check against their CPU reference (default: sample for large sizes, else all)
@@ -79,6 +81,9 @@ struct Options {
           default_values = apps::APPS, hide_default_value = true,
           value_parser = PossibleValuesParser::new(apps::APPS).map(|a| app_name(&a)))]
     apps: Vec<&'static str>,
+    /// The stencil's steps (default by --sizes: small 20, medium 100, large 1000)
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    stencil_steps: Option<usize>,
     /// Largest bandwidth size, with suffix K, M or G (--quick: 4M)
     #[arg(long, value_name = "N", default_value = "1G", default_value_if("quick", "true", "4M"),
           value_parser = bytes)]
@@ -122,6 +127,7 @@ enum Part {
     Overhead,
     Bandwidth,
     Apps,
+    Stencil,
 }
 
 fn positive(s: &str) -> Result<usize, String> {
@@ -376,6 +382,30 @@ fn run_all(o: &Options) -> Result<(), String> {
             apps::summary(&rows),
             rel("apps.svg")
         ), &notes)?;
+    }
+
+    if has(Part::Stencil) {
+        eprintln!("mirrorcl-bench: the stencil against its hand-written MPI + OpenCL twin");
+        let (preset_size, preset_steps) = stencil::size(&o.sizes).unwrap_or(("1024", 100));
+        let size = o
+            .app_sizes
+            .iter()
+            .find(|(a, _)| a == "stencil")
+            .map_or(preset_size, |(_, s)| s.as_str());
+        let steps = o.stencil_steps.unwrap_or(preset_steps);
+        let rows = stencil::run(&runner, &o.ranks, size, steps, o.reps)?;
+        results["stencil"] = Value::Array(rows.iter().map(|r| r.to_json(&rows)).collect());
+        save(&results)?;
+        let mut csv = format!("{}\n", stencil::Row::CSV_HEADER);
+        for r in &rows {
+            csv.push_str(&format!("{}\n", r.csv(&rows)));
+        }
+        write(&out.join("stencil.csv"), &csv)?;
+        part("5-stencil", format!(
+            "\n#### Stencil: time per step against the hand-written MPI + OpenCL twin (median of {} runs)\n\n{run_line}\n{}",
+            o.reps,
+            stencil::summary(&rows)
+        ), &[])?;
     }
 
     save(&results)?;
