@@ -27,6 +27,8 @@ pub struct VendorContext {
     /// so it is released (before the notify target) only after the last of them.
     pub vctx: VContext,
     pub devices: Vec<Arc<Device>>,
+    /// Page-locked staging of each of its devices (by cluster index), made on first use.
+    pub pinned: Vec<(u32, Arc<crate::remote::Pinned>)>,
 }
 
 /// An internal in-order vendor queue on one device for planned transfers.
@@ -54,7 +56,7 @@ pub struct Context {
     /// Per device and host-thread slot: a queue is in order, and one shared by threads
     /// would order their steps differently on each rank (a receive of one thread ahead
     /// of a send of another here, the other way round on the peer: a deadlock).
-    transfer_queues: Mutex<HashMap<(u32, usize), TransferQueue>>,
+    transfer_queues: Mutex<HashMap<(u32, usize, bool), TransferQueue>>,
     /// Buffers gone since the scheduler last ran, forgotten at its next run.
     released: Mutex<Vec<mirrorcl_scheduler::BufferId>>,
     /// The application's error callback, handed to every vendor context (freed after
@@ -125,11 +127,16 @@ impl Context {
                     .vendor(vendor)
                     .platform
                     .create_context(&vdevs, notify)?;
+                let pinned = (list.iter())
+                    .filter_map(|d| Some((d.index, d.vdev.clone()?)))
+                    .map(|(i, vdev)| (i, crate::remote::Pinned::new(vctx.clone(), vdev)))
+                    .collect();
                 Ok(VendorContext {
                     vendor,
                     group,
                     vctx,
                     devices: list,
+                    pinned,
                 })
             })
             .collect();
@@ -187,6 +194,18 @@ impl Context {
             .ok_or(CL_INVALID_CONTEXT)
     }
 
+    /// `device`'s page-locked staging in this context (a local device of it).
+    pub fn pinned(&self, device: &Device) -> Option<&Arc<crate::remote::Pinned>> {
+        let vc = self
+            .vendor_contexts
+            .iter()
+            .find(|v| v.group == device.group)?;
+        vc.pinned
+            .iter()
+            .find(|(i, _)| *i == device.index)
+            .map(|(_, p)| p)
+    }
+
     pub fn vendor_context(&self, device: &Device) -> &VendorContext {
         self.vendor_contexts
             .iter()
@@ -209,9 +228,12 @@ impl Context {
         sched
     }
 
-    /// The transfer queue of `device` for this host thread, created on first use.
-    pub fn transfer_queue(&self, device: &Device) -> ClResult<TransferQueue> {
-        let key = (device.index, crate::host_threads::slot());
+    /// The transfer queue of `device` for this host thread, created on first use: one
+    /// for what leaves the device (`outbound`: reads, often feeding sends), one for what
+    /// reaches it. Apart, a read whose bytes another rank waits for never queues behind
+    /// a write waiting for bytes from that rank.
+    pub fn transfer_queue(&self, device: &Device, outbound: bool) -> ClResult<TransferQueue> {
+        let key = (device.index, crate::host_threads::slot(), outbound);
         let mut queues = self.transfer_queues.lock();
         if let Some(q) = queues.get(&key) {
             return Ok(q.clone());

@@ -24,7 +24,7 @@ pub(super) fn local_copy(
     len: usize,
     deps: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
-    let tq = ctx.transfer_queue(device)?;
+    let tq = ctx.transfer_queue(device, false)?;
     let src = root.instance(src_dev)?;
     let dst = root.instance(device)?;
     let work: VendorWork = match root.image {
@@ -63,7 +63,7 @@ pub(super) fn local_transfer(
     host: usize,
     deps: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
-    let tq = ctx.transfer_queue(device)?;
+    let tq = ctx.transfer_queue(device, !write)?;
     let mem = root.instance(device)?;
     let work: VendorWork = match root.image {
         // A piece of an image is one region, laid out at the host copy's pitches

@@ -220,12 +220,16 @@ impl StepBytes<'_> {
     }
 
     /// The staging blocks one side of a transfer between devices cycles its pieces
-    /// through.
-    fn staging_blocks(&self) -> ClResult<Vec<Arc<Staging>>> {
+    /// through, page-locked for `device` where it can.
+    fn staging_blocks(&self, device: &Device) -> ClResult<Vec<Arc<Staging>>> {
         // An image's pieces are whole rows, which may exceed the usual piece size.
         let size = self.pieces.iter().map(Range::len).max().unwrap_or(0);
+        let pinned = self.ctx.pinned(device);
         (0..remote::WINDOW.min(self.pieces.len()))
-            .map(|_| Staging::new(size))
+            .map(|_| match pinned {
+                Some(p) => Staging::near(size, p),
+                None => Staging::new(size),
+            })
             .collect()
     }
 }
@@ -285,7 +289,7 @@ fn send_to_device(
     let ctx = bytes.ctx;
     let peer = [(to, tags.start)];
     let blocks = bytes
-        .staging_blocks()
+        .staging_blocks(src)
         .map_err(|rc| bytes.fail_sends(0, &peer, rc))?;
     let all_sent = Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, new_stream());
     let arrive = remote::join(all_sent.clone(), bytes.pieces.len());
@@ -339,7 +343,7 @@ fn receive_into_device(
     let ctx = bytes.ctx;
     let first = tags.start;
     let blocks = bytes
-        .staging_blocks()
+        .staging_blocks(dst)
         .map_err(|rc| bytes.fail_receives(0, from, first, rc))?;
     let mut writes: Vec<Arc<Event>> = Vec::new();
     for ((i, piece), tag) in bytes.pieces.iter().enumerate().zip(tags) {

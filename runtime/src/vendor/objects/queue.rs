@@ -254,6 +254,34 @@ impl VQueue {
         })
     }
 
+    /// Maps all `size` bytes of `mem` for reading and writing, blocking, and leaves them
+    /// mapped: the host address of a `CL_MEM_ALLOC_HOST_PTR` buffer, which the vendor
+    /// keeps page-locked.
+    pub fn map_whole(&self, mem: &VMem, size: usize) -> ClResult<*mut u8> {
+        let f = entry!(self, clEnqueueMapBuffer)?;
+        let mut err: cl_int = CL_SUCCESS;
+        // SAFETY: a live queue and buffer of `size` bytes; blocking, no wait list.
+        let ptr = unsafe {
+            f(
+                self.raw(),
+                mem.raw(),
+                CL_TRUE,
+                CL_MAP_READ | CL_MAP_WRITE,
+                0,
+                size,
+                0,
+                null(),
+                null_mut(),
+                &mut err,
+            )
+        };
+        crate::check(err)?;
+        if ptr.is_null() {
+            return Err(CL_MAP_FAILURE);
+        }
+        Ok(ptr as *mut u8)
+    }
+
     pub fn marker(&self, waits: &[cl_event], want_event: bool) -> ClResult<Option<VEvent>> {
         let f = entry!(self, clEnqueueMarkerWithWaitList)?;
         Self::enqueue(waits, want_event, |n, list, out| {
