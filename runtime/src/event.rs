@@ -80,6 +80,9 @@ pub struct Event {
     /// The application's wait list, kept while host threads are looked at for races
     /// (`races`): what orders this command after other threads' commands.
     pub after: std::sync::OnceLock<Box<[Weak<Event>]>>,
+    /// What it completes after and nothing else (`complete_after`: a command left out
+    /// or run on another rank, a host-side command): a vendor may wait on these instead.
+    joins: OnceLock<Box<[Weak<Event>]>>,
     /// A host thread waited for it (`clWaitForEvents`, a blocking command, a status
     /// polled as complete; `clFinish` marks its queue instead).
     host_waited: std::sync::atomic::AtomicBool,
@@ -162,6 +165,7 @@ impl Event {
             owner: std::sync::atomic::AtomicU32::new(u32::MAX),
             waits_elsewhere: std::sync::OnceLock::new(),
             after: std::sync::OnceLock::new(),
+            joins: OnceLock::new(),
             host_waited: std::sync::atomic::AtomicBool::new(false),
             command: AtomicU64::new(0),
             status: AtomicI32::new(if command_type == CL_COMMAND_USER {
@@ -324,6 +328,44 @@ impl Event {
         self.advance(CL_SUBMITTED);
         if wants_callback {
             self.request_vendor_callback();
+        }
+    }
+
+    /// Whether a vendor queue of `context` (in-order stream `stream`) can wait for this
+    /// event by itself: it is done, or issued there, or it only joins events that are
+    /// (looked through `depth` joins deep). A command left out here, or run on another
+    /// rank, completes once its wait list has; holding a command for it until then
+    /// would cost a completion round trip on the host per command of a chain.
+    pub fn vendor_waitable(&self, context: Option<ContextKey>, stream: u64, depth: u32) -> bool {
+        if self.is_done() {
+            return true;
+        }
+        if let Some(v) = self.vendor() {
+            return v.stream == stream || Some(v.context) == context;
+        }
+        depth > 0
+            && self.joins.get().is_some_and(|joins| {
+                joins.iter().all(|j| {
+                    j.upgrade()
+                        .is_some_and(|e| e.vendor_waitable(context, stream, depth - 1))
+                })
+            })
+    }
+
+    /// For a `vendor_waitable` event: the events not done whose vendor events stand
+    /// for it, appended to `out` (none on `stream`, which is in order).
+    pub fn vendor_stand_ins(self: &Arc<Self>, stream: u64, out: &mut Vec<Arc<Event>>) {
+        if self.is_done() {
+            return;
+        }
+        match self.vendor() {
+            Some(v) if v.stream == stream => {}
+            Some(_) => out.push(self.clone()),
+            None => {
+                for e in (self.joins.get().into_iter().flatten()).filter_map(Weak::upgrade) {
+                    e.vendor_stand_ins(stream, out);
+                }
+            }
         }
     }
 
@@ -559,6 +601,7 @@ impl Event {
     /// (the application's wait list) fails it, the others (orderings MirrorCL adds) only
     /// order it.
     pub fn complete_after_ordered(self: &Arc<Self>, deps: Vec<Arc<Event>>, failing: usize) {
+        let _ = self.joins.set(deps.iter().map(Arc::downgrade).collect());
         self.advance(CL_SUBMITTED);
         struct Join {
             event: Arc<Event>,

@@ -140,6 +140,9 @@ pub struct Job {
     pub run: JobRun,
 }
 
+/// How many joins deep a dependency is looked through (`Event::vendor_waitable`).
+pub const JOIN_DEPTH: u32 = 4;
+
 impl JobInfo {
     /// Whether the vendor can take the job now: each dependency is done, or issued on
     /// its stream or in its vendor context. Any other (a receive, a host-side command,
@@ -148,11 +151,7 @@ impl JobInfo {
     /// later command there is held and submitted by its own thread tens of µs after the
     /// event is set. The issuer holds such a job instead until its dependencies allow.
     fn ready(&self) -> bool {
-        self.deps.iter().all(|d| {
-            d.is_done()
-                || d.vendor()
-                    .is_some_and(|v| v.stream == self.stream || Some(v.context) == self.context)
-        })
+        (self.deps.iter()).all(|d| d.vendor_waitable(self.context, self.stream, JOIN_DEPTH))
     }
 }
 
@@ -287,7 +286,11 @@ fn run(rx: Receiver<Message>, wake: Sender<Message>, spin: Duration, hold_always
     loop {
         match next_message(&rx, spin) {
             Some(Message::Job(job)) => batch.push(job),
-            Some(Message::Wake) => {}
+            Some(Message::Wake) => {
+                if crate::trace::on() {
+                    crate::trace::instant("issue", "woken", crate::trace_args![]);
+                }
+            }
             None => return,
         }
         while let Ok(message) = rx.try_recv() {
@@ -335,18 +338,18 @@ impl Held {
     /// Each dependency that is not ready wakes the issuer when done.
     fn hold(&mut self, job: Job, handed: u64, wake: &Sender<Message>) {
         if crate::trace::on() {
-            let by = job
-                .info
-                .deps
-                .iter()
-                .find(|d| !d.is_done() && d.vendor().is_none());
+            // The commands it waits for that the vendor cannot (up to three).
+            let mut by = (job.info.deps.iter())
+                .filter(|d| !d.is_done() && d.vendor().is_none())
+                .map(|d| d.seq);
             crate::trace::instant(
                 "issue",
                 "held",
                 crate::trace_args![
                     ("command", job.info.seq),
-                    ("by", by.map_or(0, |d| d.seq)),
-                    ("by_type", by.map_or(0, |d| d.command_type as u64))
+                    ("by", by.next().unwrap_or(0)),
+                    ("by2", by.next().unwrap_or(0)),
+                    ("by3", by.next().unwrap_or(0))
                 ],
             );
         }

@@ -77,8 +77,9 @@ const POOL_LIMIT: usize = 256 << 20;
 pub struct Staging {
     ptr: *mut u8,
     layout: Layout,
-    /// The page-locked block it is, to go back to its pool.
-    pinned: Option<(Arc<Pinned>, VMem)>,
+    /// The page-locked block it is, to go back to its pool: the pool and the size
+    /// class.
+    pinned: Option<(Arc<Pinned>, usize)>,
 }
 
 // SAFETY: the block is owned; accesses are ordered by the events that use it.
@@ -116,12 +117,10 @@ impl Staging {
     /// A block for `len` bytes that `pinned`'s device reads into or writes from:
     /// page-locked when small enough and one is to be had, else as `new`.
     pub fn near(len: usize, pinned: &Arc<Pinned>) -> ClResult<Arc<Staging>> {
-        if len <= PINNED_BLOCK {
-            if let Some(block) = pinned.take() {
-                return Ok(Arc::new(block));
-            }
+        match pinned.take(len) {
+            Some(block) => Ok(Arc::new(block)),
+            None => Staging::new(len),
         }
-        Staging::new(len)
     }
 
     pub fn addr(&self) -> usize {
@@ -131,8 +130,8 @@ impl Staging {
 
 impl Drop for Staging {
     fn drop(&mut self) {
-        if let Some((pool, mem)) = self.pinned.take() {
-            pool.free.lock().push((self.ptr as usize, mem));
+        if let Some((pool, class)) = self.pinned.take() {
+            pool.classes[class].lock().free.push(self.ptr as usize);
             return;
         }
         let mut pool = POOL.lock();
@@ -147,23 +146,35 @@ impl Drop for Staging {
     }
 }
 
-/// Pieces up to this size stage through page-locked blocks of this size.
-pub const PINNED_BLOCK: usize = 64 << 10;
-/// Page-locked blocks one device may hold (16 MiB).
-const PINNED_MAX: usize = 256;
+/// Page-locked block sizes: a piece stages through the smallest that holds it.
+const PINNED_CLASSES: [usize; 2] = [4 << 10, 64 << 10];
+/// Page-locked memory is mapped this much at a time (a vendor allocation and a map
+/// cost tens of µs on NVIDIA: once per 256 small blocks, not per transfer).
+const PINNED_CHUNK: usize = 1 << 20;
+/// Page-locked memory one device may hold per size class (16 MiB).
+const PINNED_CHUNKS: usize = 16;
 
 /// Page-locked staging blocks of one device in one vendor context: mapped
-/// `CL_MEM_ALLOC_HOST_PTR` buffers, kept mapped. A vendor moves bytes to and from
-/// page-locked memory directly; from pageable memory NVIDIA copies through its own
-/// bounce buffer and reports the read done about 10 µs later (16 bytes on an H100:
-/// done 2 µs after the enqueue returns instead of 10-14). Made on first use, on the
-/// calling thread, through a queue of its own; released with the last block.
+/// `CL_MEM_ALLOC_HOST_PTR` buffers, kept mapped and cut into blocks. A vendor moves
+/// bytes to and from page-locked memory directly; from pageable memory NVIDIA copies
+/// through its own bounce buffer and reports the read done about 10 µs later (16 bytes
+/// on an H100: done 2 µs after the enqueue returns instead of 10-14). Made on first
+/// use, on the calling thread, through a queue of its own; released with the last
+/// block.
 pub struct Pinned {
     vctx: VContext,
     vdev: VDevice,
-    made: AtomicUsize,
     queue: parking_lot::Mutex<Option<VQueue>>,
-    free: parking_lot::Mutex<Vec<(usize, VMem)>>,
+    classes: [parking_lot::Mutex<PinnedClass>; PINNED_CLASSES.len()],
+}
+
+#[derive(Default)]
+struct PinnedClass {
+    free: Vec<usize>,
+    /// The mapped buffers the blocks are cut from.
+    chunks: Vec<VMem>,
+    /// The vendor could not make one: pageable staging from then on.
+    refused: bool,
 }
 
 impl Pinned {
@@ -171,42 +182,44 @@ impl Pinned {
         Arc::new(Pinned {
             vctx,
             vdev,
-            made: AtomicUsize::new(0),
             queue: parking_lot::Mutex::new(None),
-            free: parking_lot::Mutex::new(Vec::new()),
+            classes: Default::default(),
         })
     }
 
-    /// A free block, or a new one while under the limit; None when the vendor cannot
-    /// make one (the caller stages through pageable memory).
-    fn take(self: &Arc<Self>) -> Option<Staging> {
-        let reuse = self.free.lock().pop();
-        let (ptr, mem) = match reuse {
-            Some(block) => block,
-            None => {
-                if self.made.fetch_add(1, Ordering::Relaxed) >= PINNED_MAX {
-                    self.made.fetch_sub(1, Ordering::Relaxed);
-                    return None;
-                }
-                match self.make() {
-                    Ok(block) => block,
+    /// A free block of the smallest class that holds `len` bytes, from a new chunk if
+    /// none is free and the class is under its limit; None otherwise, or when the
+    /// vendor cannot make one (the caller stages through pageable memory).
+    fn take(self: &Arc<Self>, len: usize) -> Option<Staging> {
+        let class = PINNED_CLASSES.iter().position(|&size| len <= size)?;
+        let size = PINNED_CLASSES[class];
+        let ptr = {
+            let mut c = self.classes[class].lock();
+            if c.free.is_empty() && c.chunks.len() < PINNED_CHUNKS && !c.refused {
+                match self.map_chunk() {
+                    Ok((mem, base)) => {
+                        c.free
+                            .extend((0..PINNED_CHUNK / size).rev().map(|i| base + i * size));
+                        c.chunks.push(mem);
+                    }
                     Err(rc) => {
-                        tracing::debug!("no page-locked staging block ({rc}); pageable instead");
-                        return None;
+                        tracing::debug!("no page-locked staging ({rc}); pageable instead");
+                        c.refused = true;
                     }
                 }
             }
+            c.free.pop()?
         };
         Some(Staging {
             ptr: ptr as *mut u8,
-            layout: Layout::from_size_align(PINNED_BLOCK, 4096).ok()?,
-            pinned: Some((self.clone(), mem)),
+            layout: Layout::from_size_align(size, 4096).ok()?,
+            pinned: Some((self.clone(), class)),
         })
     }
 
-    fn make(&self) -> ClResult<(usize, VMem)> {
+    fn map_chunk(&self) -> ClResult<(VMem, usize)> {
         let mem =
-            (self.vctx).create_buffer(CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, PINNED_BLOCK)?;
+            (self.vctx).create_buffer(CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, PINNED_CHUNK)?;
         let mut queue = self.queue.lock();
         if queue.is_none() {
             *queue = Some(self.vctx.create_queue(&self.vdev, 0)?);
@@ -214,8 +227,8 @@ impl Pinned {
         let ptr = queue
             .as_ref()
             .expect("made above")
-            .map_whole(&mem, PINNED_BLOCK)?;
-        Ok((ptr as usize, mem))
+            .map_whole(&mem, PINNED_CHUNK)?;
+        Ok((mem, ptr as usize))
     }
 }
 

@@ -162,6 +162,8 @@ struct VendorWaits {
     /// The issuer's references to the bridges (the vendor holds its own for the
     /// commands waiting on them).
     bridges: Vec<VEvent>,
+    /// The events whose vendor events stand for a join (kept while the list is used).
+    stand_ins: Vec<Arc<Event>>,
 }
 
 impl VendorWaits {
@@ -174,6 +176,7 @@ impl VendorWaits {
         let mut waits = VendorWaits {
             list: Vec::new(),
             bridges: Vec::new(),
+            stand_ins: Vec::new(),
         };
         for (i, dep) in deps.iter().enumerate() {
             let status = dep.status();
@@ -191,6 +194,14 @@ impl VendorWaits {
                     waits.list.push(v.ev.raw());
                     continue;
                 }
+            } else if dep.vendor_waitable(Some(vctx.key()), stream, crate::issuer::JOIN_DEPTH) {
+                // A join of commands the vendor waits on: their events stand for it.
+                let first = waits.stand_ins.len();
+                dep.vendor_stand_ins(stream, &mut waits.stand_ins);
+                for e in &waits.stand_ins[first..] {
+                    waits.list.extend(e.vendor().map(|v| v.ev.raw()));
+                }
+                continue;
             }
             let ue = bridge(dep, vctx)?;
             waits.list.push(ue.raw());
