@@ -7,7 +7,7 @@
 
 use super::issue::{blocks_in_vendor, issue, Deps, VendorCommand, VendorWork};
 use super::root_arc;
-use super::transfer_steps::transfer;
+use super::transfer_steps::{transfer, transfer_landing, Landed};
 use crate::cl::*;
 use crate::config::Variant;
 use crate::context::new_stream;
@@ -103,10 +103,8 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let vendor = matches!(work, Work::Vendor(_));
     wait_list_elsewhere(&mut cmd, &event);
     let accesses = scheduled_accesses(&cmd, &event);
-    let work = match (
-        work,
-        device.local().then(|| injected_failure(index)).flatten(),
-    ) {
+    let injected = device.local().then(|| injected_failure(index)).flatten();
+    let work = match (work, injected) {
         (Work::Vendor(_), Some(rc)) => Work::Vendor(Box::new(move |_, _, _| Err(rc))),
         (w, _) => w,
     };
@@ -144,10 +142,12 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let traced = crate::trace::begin();
     add(&COUNTERS.commands_scheduled, 1);
     let mut steps = Vec::new();
+    let mut landed = Vec::new();
     sched.set_thread(crate::host_threads::slot() as u32);
     let conflicts = sched.schedule(at, stream, &accesses, &event, |step, step_deps| {
-        let (stream, step) = transfer(&ctx, &cmd.accesses, step, step_deps);
+        let (stream, step, land) = transfer_landing(&ctx, &cmd.accesses, step, step_deps);
         steps.push(step.clone());
+        landed.extend(land.map(|l| (step.clone(), l)));
         (stream, step)
     });
     add(
@@ -177,6 +177,10 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             deps.push(prev);
         }
     }
+    let work = match injected {
+        None => copy_from_landed(&cmd, &device, &steps, landed, &mut deps, &event).unwrap_or(work),
+        Some(_) => work,
+    };
     queue.record(event.clone());
     let host_work = route(&cmd, work, &event, &accesses, Deps { all: deps, failing });
     drop(sched);
@@ -186,6 +190,55 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     }
     queue.prune();
     Ok(event)
+}
+
+/// A copy whose only step received its source range from another rank in one piece:
+/// it writes its destination straight from the received block instead of copying from
+/// the replica the step writes (which still happens, for later readers of the source
+/// here). One vendor command less on the path of every halo exchange and all-to-all,
+/// and the copy no longer waits for the replica's write. Its wait on the step becomes a
+/// wait on the receive.
+fn copy_from_landed(
+    cmd: &Command,
+    device: &Device,
+    steps: &[Arc<Event>],
+    landed: Vec<(Arc<Event>, Landed)>,
+    deps: &mut [Arc<Event>],
+    event: &Arc<Event>,
+) -> Option<Work> {
+    if cmd.command_type != CL_COMMAND_COPY_BUFFER || !device.local() || steps.len() != 1 {
+        return None;
+    }
+    let [(step, l)] = <[_; 1]>::try_from(landed).ok()?;
+    let [(src, src_range, _), (dst, dst_range, _)] = &cmd.accesses[..] else {
+        return None;
+    };
+    let whole_source =
+        l.buffer == src.id && l.range == src.root_range(src_range.start, src_range.len());
+    if !whole_source || dst.id == src.id || dst.image.is_some() {
+        return None;
+    }
+    let mem = dst.instance(device).ok()?;
+    let at = deps.iter().position(|d| Arc::ptr_eq(d, &step))?;
+    deps[at] = l.received;
+    let (offset, len, host) = (dst_range.start, dst_range.len(), l.block.addr());
+    event.keep(l.block);
+    Some(Work::Vendor(Box::new(move |q, waits, want| {
+        // SAFETY: the command's event keeps the block, which holds the `len` received
+        // bytes once the receive it waits for is done, until the write completes.
+        unsafe {
+            q.read_write(
+                &mem,
+                true,
+                false,
+                offset,
+                len,
+                host as *mut std::ffi::c_void,
+                waits,
+                want,
+            )
+        }
+    })))
 }
 
 /// The devices of the wait list's device commands whose statuses the command learns

@@ -32,6 +32,30 @@ pub(super) fn transfer(
     step: &Step,
     deps: Vec<Arc<Event>>,
 ) -> (u64, Arc<Event>) {
+    let (stream, event, _) = transfer_landing(ctx, buffers, step, deps);
+    (stream, event)
+}
+
+/// The bytes a step received from another rank in one piece, in host memory until the
+/// step's write and whatever else takes them from there are done: a copy out of the
+/// received range may write its destination straight from them (`submit`).
+pub(super) struct Landed {
+    pub block: Arc<Staging>,
+    /// The receive: done once the bytes are in `block`.
+    pub received: Arc<Event>,
+    pub buffer: mirrorcl_scheduler::BufferId,
+    /// In the root buffer.
+    pub range: Range<u64>,
+}
+
+/// `transfer`, and where the bytes of a one-piece receive landed.
+pub(super) fn transfer_landing(
+    ctx: &Arc<Context>,
+    buffers: &[(Arc<Buffer>, Range<usize>, Mode)],
+    step: &Step,
+    deps: Vec<Arc<Event>>,
+) -> (u64, Arc<Event>, Option<Landed>) {
+    let mut landed = None;
     let offset = step.range.start as usize;
     let len = (step.range.end - step.range.start) as usize;
     let root = buffers
@@ -59,7 +83,10 @@ pub(super) fn transfer(
     let copy = |rc| (CL_COMMAND_COPY_BUFFER, rc);
     let read = |rc| (CL_COMMAND_READ_BUFFER, rc);
     let result = match plan(ctx, step, pieces.len()) {
-        Part::Nothing => return nothing(ctx),
+        Part::Nothing => {
+            let (stream, event) = nothing(ctx);
+            return (stream, event, None);
+        }
         Part::Copy { src, dst } => {
             add(&COUNTERS.local_copies, 1);
             local_copy(ctx, &src, &dst, &root, offset, len, deps).map_err(copy)
@@ -72,7 +99,7 @@ pub(super) fn transfer(
             send_to_device(&bytes, &src, to, tags, deps).map_err(copy)
         }
         Part::ReceiveIntoDevice { dst, from, tags } => {
-            receive_into_device(&bytes, &dst, from, tags, deps).map_err(copy)
+            receive_into_device(&bytes, &dst, from, tags, deps, &mut landed).map_err(copy)
         }
         Part::ShareHostCopy { src, firsts } => {
             share_host_copy(&bytes, &src, firsts, deps).map_err(read)
@@ -84,8 +111,11 @@ pub(super) fn transfer(
         } => receive_host_copy(&bytes, from, tags, forward, deps).map_err(read),
     };
     match result {
-        Ok(e) => (e.stream, e),
-        Err((command_type, rc)) => failed(ctx, command_type, rc),
+        Ok(e) => (e.stream, e, landed),
+        Err((command_type, rc)) => {
+            let (stream, event) = failed(ctx, command_type, rc);
+            (stream, event, None)
+        }
     }
 }
 
@@ -339,6 +369,7 @@ fn receive_into_device(
     from: u32,
     tags: Range<u64>,
     deps: Vec<Arc<Event>>,
+    landed: &mut Option<Landed>,
 ) -> ClResult<Arc<Event>> {
     let ctx = bytes.ctx;
     let first = tags.start;
@@ -368,6 +399,14 @@ fn receive_into_device(
             Some(block.clone()),
         );
         let mut piece_deps = deps.clone();
+        if bytes.pieces.len() == 1 {
+            *landed = Some(Landed {
+                block: block.clone(),
+                received: received.clone(),
+                buffer: bytes.step.buffer,
+                range: bytes.step.range.clone(),
+            });
+        }
         piece_deps.push(received);
         let write = local_transfer(
             ctx,
