@@ -791,7 +791,7 @@ mod tests {
         );
         let want: Vec<_> = (0..ps.len())
             .map(|i| match (plan.failure.sent(i), plan.failure.taken(i)) {
-                (_, false) => Some(-5),
+                (_, false) => Some(CL_OUT_OF_RESOURCES),
                 (status, true) => Some(status),
             })
             .collect();
@@ -835,8 +835,9 @@ mod tests {
     #[test]
     fn a_failure_on_the_sending_side_mid_transfer_fails_that_transfer_only() {
         // Each piece completes on both ends (none waits for bytes that never come), the
-        // receiver fails with the sender's failure and keeps no bytes of the failed pieces,
-        // and the next step between the pair (three pieces, the same stamp) gets its own.
+        // receiver fails with the sender's failure and keeps no bytes of the failed
+        // pieces, and the next step between the pair (three pieces, the same stamp)
+        // gets its own.
         for failure in [Failure::ReadOf(1), Failure::SendsFrom(1)] {
             for order in ORDERS {
                 run_and_check(vec![
