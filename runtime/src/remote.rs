@@ -499,6 +499,11 @@ pub fn receive_after(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::comm::local::tests::on_ranks;
+    use crate::history::Stamp;
+    use crate::node::Node;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
 
     #[test]
     fn pieces_cover_the_range_in_order_and_stay_within_bounds() {
@@ -528,5 +533,401 @@ mod tests {
                 assert!(ps.len() <= 16, "{len}: {}", ps.len());
             }
         }
+    }
+
+    // Cross-rank transfers in pieces over the in-process communicator (issue 13): two ranks
+    // as threads, without mpirun or devices. Rank 0 sends and rank 1 receives each planned
+    // step the way `enqueue::transfer_steps` runs one: both take one tag per piece
+    // with `Node::tags_with` when they plan it, and post one message per piece; a
+    // failure travels as `send_failure` and `discard` post it (no bytes, the piece's
+    // length and tag).
+
+    /// What a device read stands for in these tests (`CL_MEM_OBJECT_ALLOCATION_FAILURE`).
+    const READ_FAILED: cl_int = -4;
+    /// What a receive buffer holds before anything arrives: a piece left as it was shows.
+    const FILL: u8 = 0xee;
+    /// Four pieces (three of `WHOLE` bytes, a short last one) and three pieces.
+    const FOUR: usize = 3 * WHOLE + 12_345;
+    const THREE: usize = 2 * WHOLE + 777;
+
+    /// Bytes that differ from one transfer to the next (xorshift from `seed`), so that one
+    /// transfer's bytes arriving in place of another's show.
+    fn pattern(seed: u64, len: usize) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    /// The first index where `a` and `b` differ (None when equal), not megabytes of bytes.
+    fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+        (a.len() != b.len())
+            .then_some(a.len().min(b.len()))
+            .or_else(|| a.iter().zip(b).position(|(x, y)| x != y))
+    }
+
+    /// In which order the two ends post a step's pieces; a round is one rank's posts, and
+    /// the other rank posts its next round only after (a collective between rounds).
+    #[derive(Clone, Copy, Debug)]
+    enum Order {
+        SenderFirst,
+        ReceiverFirst,
+        /// Piece by piece, the ends taking turns at going first.
+        Interleaved,
+        /// The receiver posts its pieces last to first, before the sender posts any.
+        Reversed,
+    }
+
+    const ORDERS: [Order; 4] = [
+        Order::SenderFirst,
+        Order::ReceiverFirst,
+        Order::Interleaved,
+        Order::Reversed,
+    ];
+
+    impl Order {
+        /// (rank, pieces it posts) rounds, in order.
+        fn rounds(self, n: usize) -> Vec<(u32, Vec<usize>)> {
+            let all: Vec<usize> = (0..n).collect();
+            match self {
+                Order::SenderFirst => vec![(0, all.clone()), (1, all)],
+                Order::ReceiverFirst => vec![(1, all.clone()), (0, all)],
+                Order::Interleaved => (0..n)
+                    .flat_map(|i| [((i % 2) as u32, vec![i]), (1 - (i % 2) as u32, vec![i])])
+                    .collect(),
+                Order::Reversed => vec![(1, all.iter().rev().copied().collect()), (0, all)],
+            }
+        }
+    }
+
+    /// Where a step fails, as the runtime fails one.
+    #[derive(Clone, Copy, Debug)]
+    enum Failure {
+        None,
+        /// The device read of piece i failed: `send_when_done` sends that piece's failure
+        /// in place of its bytes; the other pieces carry theirs.
+        ReadOf(usize),
+        /// Piece i could not be read at all: `fail_sends(i, ..)` sends the failure for it
+        /// and every later piece.
+        SendsFrom(usize),
+        /// The receiver failed before it could take piece i (its write of piece i - 1, or
+        /// its staging): `fail_receives(i, ..)` discards it and every later piece.
+        DiscardsFrom(usize),
+    }
+
+    impl Failure {
+        /// What rank 0 sends for piece i: `CL_COMPLETE` (the bytes) or the failure.
+        fn sent(self, i: usize) -> cl_int {
+            match self {
+                Failure::ReadOf(f) if i == f => READ_FAILED,
+                Failure::SendsFrom(f) if i >= f => READ_FAILED,
+                _ => CL_COMPLETE,
+            }
+        }
+
+        /// Whether rank 1 takes piece i (else it discards it).
+        fn taken(self, i: usize) -> bool {
+            !matches!(self, Failure::DiscardsFrom(f) if i >= f)
+        }
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    struct Plan {
+        offset: usize,
+        len: usize,
+        order: Order,
+        failure: Failure,
+    }
+
+    const STAMP: Stamp = Stamp {
+        entries: 7,
+        digest: 0x5eed,
+    };
+
+    /// The message of one piece, as `transfer_steps` posts it (its `done` does nothing).
+    fn message(
+        direction: Direction,
+        peer: u32,
+        tag: u64,
+        ptr: usize,
+        piece: &Range<usize>,
+        stamp: Stamp,
+        status: cl_int,
+    ) -> Transfer {
+        Transfer {
+            direction,
+            peer,
+            tag,
+            ptr,
+            len: piece.len(),
+            what: What {
+                command: "a planned transfer",
+                buffer: 1,
+                offset: piece.start as u64,
+                len: piece.len() as u64,
+                stamp,
+            },
+            status,
+            done: Box::new(|_| {}),
+        }
+    }
+
+    /// Posts `t`; false if that ended the job (`Local::abort`: the messages diverged). The
+    /// rank goes on to its next collective, else its peer would wait there for ever.
+    fn post(node: &Node, t: Transfer) -> bool {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| node.transfer(t))).is_ok()
+    }
+
+    /// What one rank saw of a step.
+    #[derive(Debug)]
+    struct Seen {
+        tags: Range<u64>,
+        /// Per piece, the status its `done` ran with (None: it did not complete).
+        outcomes: Vec<Option<cl_int>>,
+        /// Whether posting a piece ended the job (`Local::abort`: the messages diverged).
+        aborted: bool,
+        /// The receiver's buffer afterwards.
+        bytes: Vec<u8>,
+    }
+
+    /// Runs `plans` in order between rank 0 (sending the bytes `pattern(k)` of step k) and
+    /// rank 1 (receiving into a buffer of `FILL`); what each rank saw of each step.
+    fn run(plans: Vec<Plan>) -> Vec<[Seen; 2]> {
+        let mut ranks = on_ranks(2, move |c| {
+            let node = Node::over(Box::new(c));
+            let (me, peer) = (node.rank, 1 - node.rank);
+            let mut seen = Vec::new();
+            for (k, plan) in plans.iter().enumerate() {
+                let ps = pieces(plan.offset, plan.len);
+                let tags = node.tags_with(peer, ps.len());
+                let size = plan.offset + plan.len;
+                let start = if me == 0 {
+                    pattern(k as u64, size)
+                } else {
+                    vec![FILL; size]
+                };
+                // Leaked: a piece that never completes (a failing test) keeps its pointer
+                // in the communicator.
+                let buf: &'static mut [u8] = start.leak();
+                let base = buf.as_mut_ptr() as usize;
+                let (tx, rx) = mpsc::channel();
+                let mut aborted = false;
+                for (rank, posts) in plan.order.rounds(ps.len()) {
+                    for i in posts.into_iter().filter(|_| rank == me) {
+                        let (piece, tx) = (ps[i].clone(), tx.clone());
+                        let status = if me == 0 { plan.failure.sent(i) } else { 0 };
+                        let direction = match me {
+                            0 => Direction::Send,
+                            _ if plan.failure.taken(i) => Direction::Recv,
+                            _ => Direction::Discard,
+                        };
+                        // As `send_failure` and `discard`: no bytes, the piece's length.
+                        let bytes = status == 0 && direction != Direction::Discard;
+                        let ptr = if bytes { base + piece.start } else { 0 };
+                        let tag = tags.start + i as u64;
+                        // One command's steps share their stamp: only the tags keep
+                        // one step's messages from meeting another's.
+                        let t = message(direction, peer, tag, ptr, &piece, STAMP, status);
+                        let t = Transfer {
+                            done: Box::new(move |status| {
+                                let _ = tx.send((i, status));
+                            }),
+                            ..t
+                        };
+                        aborted |= !post(&node, t);
+                    }
+                    node.all_gather(&[]);
+                }
+                // Completion comes through `done`; the deadline only keeps a broken test
+                // from hanging.
+                let deadline = Instant::now() + Duration::from_secs(5);
+                let mut outcomes = vec![None; ps.len()];
+                while outcomes.iter().any(Option::is_none) {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let Ok((i, status)) = rx.recv_timeout(left) else {
+                        break;
+                    };
+                    outcomes[i] = Some(status);
+                }
+                let bytes = if me == 1 { buf.to_vec() } else { Vec::new() };
+                seen.push(Seen {
+                    tags,
+                    outcomes,
+                    aborted,
+                    bytes,
+                });
+            }
+            seen
+        });
+        let received = ranks.pop().expect("rank 1").expect("rank 1 finished");
+        let sent = ranks.pop().expect("rank 0").expect("rank 0 finished");
+        sent.into_iter()
+            .zip(received)
+            .map(|(s, r)| [s, r])
+            .collect()
+    }
+
+    /// Checks one step as both ranks saw it: the same tags, one per piece, following the
+    /// previous step's; every piece completed on both ends, the sender's as sent, the
+    /// receiver's with the sender's failure or (discarded) `CL_OUT_OF_RESOURCES`; the
+    /// receiver holds the step's own bytes exactly where pieces arrived, and nothing
+    /// elsewhere.
+    fn check(k: usize, plan: &Plan, seen: &[Seen; 2], next_tag: u64) -> u64 {
+        let [sent, got] = seen;
+        let ps = pieces(plan.offset, plan.len);
+        let at = format!("step {k} {plan:?}");
+        assert!(!sent.aborted && !got.aborted, "{at}: no rank aborted");
+        assert_eq!(sent.tags, got.tags, "{at}: both ends take the same tags");
+        assert_eq!(sent.tags, next_tag..next_tag + ps.len() as u64, "{at}");
+        assert_eq!(
+            sent.outcomes,
+            vec![Some(CL_COMPLETE); ps.len()],
+            "{at}: sends"
+        );
+        let want: Vec<_> = (0..ps.len())
+            .map(|i| match (plan.failure.sent(i), plan.failure.taken(i)) {
+                (_, false) => Some(CL_OUT_OF_RESOURCES),
+                (status, true) => Some(status),
+            })
+            .collect();
+        assert_eq!(got.outcomes, want, "{at}: receives");
+        let mut expected = vec![FILL; plan.offset + plan.len];
+        let source = pattern(k as u64, expected.len());
+        for (i, p) in ps.iter().enumerate() {
+            if plan.failure.sent(i) == CL_COMPLETE && plan.failure.taken(i) {
+                expected[p.clone()].copy_from_slice(&source[p.clone()]);
+            }
+        }
+        assert_eq!(first_difference(&got.bytes, &expected), None, "{at}: bytes");
+        sent.tags.end
+    }
+
+    fn run_and_check(plans: Vec<Plan>) {
+        let seen = run(plans.clone());
+        let mut next_tag = 0;
+        for (k, (plan, seen)) in plans.iter().zip(&seen).enumerate() {
+            next_tag = check(k, plan, seen, next_tag);
+        }
+    }
+
+    #[test]
+    fn a_transfer_in_pieces_arrives_exactly_whatever_order_its_ends_post_pieces_in() {
+        assert_eq!(pieces(100, FOUR).len(), 4, "the test needs several pieces");
+        // One step per order, back to back between the same pair.
+        run_and_check(
+            ORDERS
+                .iter()
+                .map(|&order| Plan {
+                    offset: 100,
+                    len: FOUR,
+                    order,
+                    failure: Failure::None,
+                })
+                .collect(),
+        );
+    }
+
+    #[test]
+    fn a_failure_on_the_sending_side_mid_transfer_fails_that_transfer_only() {
+        // Each piece completes on both ends (none waits for bytes that never come), the
+        // receiver fails with the sender's failure and keeps no bytes of the failed
+        // pieces, and the next step between the pair (three pieces, the same stamp)
+        // gets its own.
+        for failure in [Failure::ReadOf(1), Failure::SendsFrom(1)] {
+            for order in ORDERS {
+                run_and_check(vec![
+                    Plan {
+                        offset: 0,
+                        len: FOUR,
+                        order,
+                        failure,
+                    },
+                    Plan {
+                        offset: 0,
+                        len: THREE,
+                        order,
+                        failure: Failure::None,
+                    },
+                ]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_failure_on_the_receiving_side_mid_transfer_fails_that_transfer_only() {
+        // Discarded pieces complete their sends and leave the receiver's bytes as they
+        // were; the next step between the pair gets its own bytes.
+        for failure in [Failure::DiscardsFrom(2), Failure::DiscardsFrom(0)] {
+            for order in ORDERS {
+                run_and_check(vec![
+                    Plan {
+                        offset: 0,
+                        len: FOUR,
+                        order,
+                        failure,
+                    },
+                    Plan {
+                        offset: 0,
+                        len: THREE,
+                        order,
+                        failure: Failure::None,
+                    },
+                ]);
+            }
+        }
+    }
+
+    #[test]
+    fn ends_that_plan_a_step_in_other_pieces_diverge_where_their_messages_cross_steps() {
+        // Ends planning alike take the same tags (`check`, and
+        // `node::tests::exchange_and_tags_over_the_in_process_communicator`). Here rank 1
+        // is a replica that planned the first command's step over 2 MiB where rank 0
+        // planned `FOUR` bytes: it takes two tags where rank 0 took four, so its next
+        // command's first message meets rank 0's third piece of the first. The pieces it
+        // shares with rank 0 match unseen; the next one carries another command's stamp,
+        // and the job ends there instead of taking the wrong bytes.
+        let results = on_ranks(2, |c| {
+            let node = Node::over(Box::new(c));
+            let (me, peer) = (node.rank, 1 - node.rank);
+            let lens = [[FOUR, THREE], [2 * WHOLE, THREE]][me as usize];
+            let steps: Vec<_> = (lens.iter())
+                .map(|&len| (pieces(0, len), node.tags_with(peer, pieces(0, len).len())))
+                .collect();
+            // The sender posts everything first: the receiver matches, and aborts.
+            let mut ended = None;
+            for round in 0..2 {
+                for (k, (ps, tags)) in steps.iter().enumerate().filter(|_| round == me) {
+                    let stamp = Stamp {
+                        entries: k as u64 + 1,
+                        digest: 0x5eed,
+                    };
+                    // Leaked: messages left unmatched keep their pointers.
+                    let buf: &'static mut [u8] = vec![k as u8; FOUR].leak();
+                    for (i, (p, tag)) in ps.iter().zip(tags.clone()).enumerate() {
+                        let ptr = buf.as_mut_ptr() as usize + p.start;
+                        let dir = [Direction::Send, Direction::Recv][me as usize];
+                        let t = message(dir, peer, tag, ptr, p, stamp, CL_COMPLETE);
+                        if ended.is_none() && !post(&node, t) {
+                            ended = Some((k, i));
+                        }
+                    }
+                }
+                node.all_gather(&[]);
+            }
+            (steps.into_iter().map(|(_, t)| t).collect::<Vec<_>>(), ended)
+        });
+        let [sent, got] = [&results[0], &results[1]].map(|r| r.as_ref().expect("finished"));
+        assert_eq!(sent, &(vec![0..4, 4..7], None));
+        assert_eq!(got.0, vec![0..2, 2..5]);
+        assert_eq!(
+            got.1,
+            Some((1, 0)),
+            "the second command's first piece ends the job"
+        );
     }
 }
