@@ -10,7 +10,7 @@ gpu="$(pwd)/target/gpu"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for prog in ${PROGRAMS:-cluster_vecadd cluster_stencil cluster_attach cluster_alltoall cluster_threads vecadd_multi events cluster_fail}; do
   out=$(timeout 120 mpirun -np 2 --bind-to none -x LD_PRELOAD="$gpu/libmirrorcl.so" -x MIRRORCL_PLATFORMS=NVIDIA \
-    -x CTEST_EXPECT_DEVICES=2 -x MIRRORCL_WAIT_TIMEOUT=60 "$gpu/bin/$prog" 2>&1)
+    -x CTEST_EXPECT_DEVICES=2 -x MIRRORCL_WAIT_TIMEOUT=60 -x MIRRORCL_OUTPUT=raw "$gpu/bin/$prog" 2>&1)
   echo "$prog rc=$? passed=$(grep -c "^PASS $prog" <<< "$out")/2"
 done
 ROUNDS=1 bash "$(dirname "$0")/run-latency-ab-on-gpu.sh" | tail -1
