@@ -832,54 +832,35 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_failure_on_the_sending_side_mid_transfer_fails_that_transfer_only() {
-        // Each piece completes on both ends (none waits for bytes that never come), the
-        // receiver fails with the sender's failure and keeps no bytes of the failed
-        // pieces, and the next step between the pair (three pieces, the same stamp)
-        // gets its own.
-        for failure in [Failure::ReadOf(1), Failure::SendsFrom(1)] {
+    /// Each failure in every posting order, then a clean step between the same pair
+    /// (three pieces, the same stamp), which must get its own bytes.
+    fn fails_that_transfer_only(failures: [Failure; 2]) {
+        for failure in failures {
             for order in ORDERS {
-                run_and_check(vec![
-                    Plan {
-                        offset: 0,
-                        len: FOUR,
-                        order,
-                        failure,
-                    },
-                    Plan {
-                        offset: 0,
-                        len: THREE,
-                        order,
-                        failure: Failure::None,
-                    },
-                ]);
+                let plan = |len, failure| Plan {
+                    offset: 0,
+                    len,
+                    order,
+                    failure,
+                };
+                run_and_check(vec![plan(FOUR, failure), plan(THREE, Failure::None)]);
             }
         }
     }
 
     #[test]
+    fn a_failure_on_the_sending_side_mid_transfer_fails_that_transfer_only() {
+        // Each piece completes on both ends (none waits for bytes that never come), and
+        // the receiver fails with the sender's failure and keeps no bytes of the failed
+        // pieces.
+        fails_that_transfer_only([Failure::ReadOf(1), Failure::SendsFrom(1)]);
+    }
+
+    #[test]
     fn a_failure_on_the_receiving_side_mid_transfer_fails_that_transfer_only() {
         // Discarded pieces complete their sends and leave the receiver's bytes as they
-        // were; the next step between the pair gets its own bytes.
-        for failure in [Failure::DiscardsFrom(2), Failure::DiscardsFrom(0)] {
-            for order in ORDERS {
-                run_and_check(vec![
-                    Plan {
-                        offset: 0,
-                        len: FOUR,
-                        order,
-                        failure,
-                    },
-                    Plan {
-                        offset: 0,
-                        len: THREE,
-                        order,
-                        failure: Failure::None,
-                    },
-                ]);
-            }
-        }
+        // were.
+        fails_that_transfer_only([Failure::DiscardsFrom(2), Failure::DiscardsFrom(0)]);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! and to the same program in one process on the vendor's own platform with all n
 //! devices in one context (one node, several GPUs: what a user would run instead).
 
-use crate::run::{rank_lines, require_pass, Runner};
+use crate::run::{rank_lines, read_stats, require_pass, Runner};
 use serde_json::{json, Value};
 
 pub const VARIANTS: [&str; 3] = ["decentralization", "attach", "full"];
@@ -137,9 +137,7 @@ pub fn run(
                     let out = runner.mirrorcl(n, "cluster_alltoall", &[], &env)?;
                     require_pass(&out, "cluster_alltoall", n)?;
                     row.runs.push(loop_seconds(&out.stdout)?);
-                    row.stats = std::fs::read_to_string(&stats)
-                        .ok()
-                        .and_then(|s| serde_json::from_str(&s).ok());
+                    row.stats = read_stats(&stats);
                 }
             }
         }

@@ -332,6 +332,12 @@ pub fn rank_lines(stdout: &str, rank: usize) -> Vec<&str> {
 }
 
 /// Fails unless `ranks` ranks printed `PASS <program>` (each checked its results).
+/// The figures a run wrote with `MIRRORCL_STATS=path`, if it wrote them.
+pub fn read_stats(path: &std::path::Path) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 pub fn require_pass(out: &Output, program: &str, ranks: usize) -> Result<(), String> {
     let want = format!("PASS {program}");
     let passed = out

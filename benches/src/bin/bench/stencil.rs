@@ -6,7 +6,7 @@
 //! `MPI_Irecv`) and the same program in one process on the vendor's platform with n
 //! devices. Every run checks the grid bit-exactly on every rank.
 
-use crate::run::{fields_of, rank_lines, require_pass, Runner};
+use crate::run::{fields_of, rank_lines, read_stats, require_pass, Runner};
 use serde_json::{json, Value};
 
 /// MirrorCL with `clAttachBufferToDevice` (the program's default).
@@ -192,9 +192,7 @@ pub fn run(
                         let out = runner.mirrorcl(n, "stencil", &[], &env)?;
                         require_pass(&out, "stencil", n)?;
                         row.runs.push(step_us(&out.stdout, "stencil")?);
-                        row.stats = std::fs::read_to_string(&stats)
-                            .ok()
-                            .and_then(|s| serde_json::from_str(&s).ok());
+                        row.stats = read_stats(&stats);
                     }
                 }
             }
