@@ -384,7 +384,7 @@ impl Event {
             }
             st.vendor_callback = true;
         }
-        if self.poll() || (!self.has_user_callbacks() && crate::issuer::watch_instead(self)) {
+        if self.poll() || (!self.has_user_callbacks() && crate::issuer::watch(self, false)) {
             return;
         }
         self.register_vendor_callback();
@@ -407,7 +407,7 @@ impl Event {
             // when the callback is registered, which the specification requires.
             Ok(()) => {
                 if !self.poll() && !self.has_user_callbacks() {
-                    crate::issuer::watch(self);
+                    crate::issuer::watch(self, true);
                 }
             }
             Err(rc) => {

@@ -151,7 +151,12 @@ impl JobInfo {
     /// later command there is held and submitted by its own thread tens of µs after the
     /// event is set. The issuer holds such a job instead until its dependencies allow.
     fn ready(&self) -> bool {
-        (self.deps.iter()).all(|d| d.vendor_waitable(self.context, self.stream, JOIN_DEPTH))
+        self.unready().next().is_none()
+    }
+
+    /// The dependencies the vendor cannot wait on yet.
+    fn unready(&self) -> impl Iterator<Item = &Arc<Event>> {
+        (self.deps.iter()).filter(|d| !d.vendor_waitable(self.context, self.stream, JOIN_DEPTH))
     }
 }
 
@@ -205,22 +210,13 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Polls `event` on this thread while it spins, if this thread is an issuer (its vendor
-/// callback is registered, for when the issuer parks).
-pub fn watch(event: &Arc<Event>) {
-    WATCHED.with(|w| {
-        if let Some(list) = w.borrow_mut().as_mut() {
-            list.push((event.clone(), true));
-        }
-    });
-}
-
-/// On an issuer: polls `event` instead of registering its vendor callback, which waits
-/// until the issuer parks or blocks in a vendor call. Whether this thread took it.
-pub fn watch_instead(event: &Arc<Event>) -> bool {
+/// On an issuer: polls `event` while the issuer spins; whether this thread is one.
+/// `registered`: its vendor callback is, for when the issuer parks; otherwise it is
+/// registered only then, or before the issuer blocks in a vendor call.
+pub fn watch(event: &Arc<Event>, registered: bool) -> bool {
     WATCHED.with(|w| match w.borrow_mut().as_mut() {
         Some(list) => {
-            list.push((event.clone(), false));
+            list.push((event.clone(), registered));
             true
         }
         None => false,
@@ -335,13 +331,12 @@ impl Held {
         self.queues.iter().any(|(q, _)| *q == vqueue)
     }
 
-    /// Each dependency that is not ready wakes the issuer when done.
+    /// Each dependency the vendor cannot wait on wakes the issuer when done (one held
+    /// only behind another on its queue needs none: it goes when that one has).
     fn hold(&mut self, job: Job, handed: u64, wake: &Sender<Message>) {
         if crate::trace::on() {
             // The commands it waits for that the vendor cannot (up to three).
-            let mut by = (job.info.deps.iter())
-                .filter(|d| !d.is_done() && d.vendor().is_none())
-                .map(|d| d.seq);
+            let mut by = job.info.unready().map(|d| d.seq);
             crate::trace::instant(
                 "issue",
                 "held",
@@ -353,7 +348,7 @@ impl Held {
                 ],
             );
         }
-        for dep in job.info.deps.iter().filter(|d| !d.is_done()) {
+        for dep in job.info.unready() {
             let wake = wake.clone();
             dep.on_done(move |_| {
                 let _ = wake.send(Message::Wake);

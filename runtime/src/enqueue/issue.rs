@@ -153,16 +153,17 @@ impl VendorCommand {
 }
 
 /// A vendor wait list for a command's dependencies. A dependency issued in the same
-/// vendor context is waited on directly; any other (another vendor, a user event, a
-/// host-side command, a command not issued yet) through a vendor user event that
-/// MirrorCL completes when the dependency does.
+/// vendor context is waited on directly, a join of such commands through theirs; any
+/// other (another vendor, a user event, a host-side command, a command not issued yet:
+/// where the issuer did not hold the job until it allowed) through a vendor user event
+/// that MirrorCL completes when the dependency does.
 struct VendorWaits {
     /// Borrowed from the dependencies' vendor events and from `bridges`.
     list: Vec<cl_event>,
     /// The issuer's references to the bridges (the vendor holds its own for the
     /// commands waiting on them).
     bridges: Vec<VEvent>,
-    /// The events whose vendor events stand for a join (kept while the list is used).
+    /// The events whose vendor events are in `list` (kept while it is used).
     stand_ins: Vec<Arc<Event>>,
 }
 
@@ -186,21 +187,12 @@ impl VendorWaits {
             if status < 0 {
                 return Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
             }
-            if let Some(v) = dep.vendor() {
-                if v.stream == stream {
-                    continue;
-                }
-                if v.context == vctx.key() {
-                    waits.list.push(v.ev.raw());
-                    continue;
-                }
-            } else if dep.vendor_waitable(Some(vctx.key()), stream, crate::issuer::JOIN_DEPTH) {
-                // A join of commands the vendor waits on: their events stand for it.
+            if dep.vendor_waitable(Some(vctx.key()), stream, crate::issuer::JOIN_DEPTH) {
+                // Issued in this context, or a join of such commands: their events.
                 let first = waits.stand_ins.len();
                 dep.vendor_stand_ins(stream, &mut waits.stand_ins);
-                for e in &waits.stand_ins[first..] {
-                    waits.list.extend(e.vendor().map(|v| v.ev.raw()));
-                }
+                let stand_ins = &waits.stand_ins[first..];
+                (waits.list).extend(stand_ins.iter().filter_map(|e| Some(e.vendor()?.ev.raw())));
                 continue;
             }
             let ue = bridge(dep, vctx)?;

@@ -13,10 +13,9 @@ use serde_json::{json, Value};
 pub const ATTACH: &str = "attach";
 /// MirrorCL without (`APP_ATTACH=0`): MirrorCL places the buffers.
 pub const NO_ATTACH: &str = "no-attach";
-/// The hand-written twin.
-pub const MPI: &str = "mpi";
-/// The program in one process on the vendor's platform, n devices in one context.
-pub const VENDOR: &str = "vendor";
+/// The hand-written twin, and the program in one process on the vendor's platform
+/// (named as the microbenchmark's).
+pub use crate::micro::{MPI, VENDOR};
 pub const VARIANTS: [&str; 4] = [ATTACH, NO_ATTACH, MPI, VENDOR];
 
 /// The goal: MirrorCL's per-step time against the twin's, at 2 ranks and more.
