@@ -11,6 +11,7 @@ cflags=(-O2 -std=c11 -pthread -Itests/c)
 cc "${cflags[@]}" -o "$out/cluster_alltoall" tests/c/cluster_alltoall.c -lOpenCL -lm
 cc "${cflags[@]}" -o "$out/bandwidth" benches/micro/bandwidth.c -lOpenCL -lm
 cc "${cflags[@]}" -o "$out/copy16" benches/micro/copy16.c -lOpenCL -lm
+cc "${cflags[@]}" -o "$out/roundtrip" benches/micro/roundtrip.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/bandwidth_mpi" benches/micro/bandwidth_mpi.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/alltoall_mpi" benches/micro/alltoall_mpi.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/stencil_mpi" benches/micro/stencil_mpi.c -lOpenCL -lm

@@ -86,6 +86,9 @@ pub struct Event {
     /// A host thread waited for it (`clWaitForEvents`, a blocking command, a status
     /// polled as complete; `clFinish` marks its queue instead).
     host_waited: std::sync::atomic::AtomicBool,
+    /// Another rank waits for it (a read whose bytes are sent): an issuer polls it
+    /// before the events only this rank waits for.
+    urgent: std::sync::atomic::AtomicBool,
     /// The command's name on every rank (`host_threads::next_command`; 0: none), which
     /// the message with its final status is tagged by once threads are named.
     pub command: AtomicU64,
@@ -167,6 +170,7 @@ impl Event {
             after: std::sync::OnceLock::new(),
             joins: OnceLock::new(),
             host_waited: std::sync::atomic::AtomicBool::new(false),
+            urgent: std::sync::atomic::AtomicBool::new(false),
             command: AtomicU64::new(0),
             status: AtomicI32::new(if command_type == CL_COMMAND_USER {
                 CL_SUBMITTED
@@ -575,6 +579,15 @@ impl Event {
         } else {
             self.request_vendor_callback();
         }
+    }
+
+    /// Another rank waits for this event (`urgent`); before `on_done`.
+    pub fn mark_urgent(&self) {
+        self.urgent.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_urgent(&self) -> bool {
+        self.urgent.load(Ordering::Relaxed)
     }
 
     /// Runs `f` with the final status once the event is done (now, if it is).

@@ -127,6 +127,11 @@ pub struct JobInfo {
     /// Every dependency was done when it was scheduled: it completes after what is
     /// before it on its vendor queue and nothing else.
     pub free: bool,
+    /// A transfer step's write into a device (its bytes received, or from the host
+    /// copy): released after the other held jobs that became ready with it. What needs
+    /// its bytes waits for it anyway; a copy that takes them straight from the received
+    /// block (`copy_from_landed`) need not wait behind its vendor call.
+    pub late: bool,
     /// The command's type and sequence number, for the trace.
     pub command_type: cl_command_type,
     pub seq: u64,
@@ -199,6 +204,14 @@ impl Issuer {
 /// A watched event, and whether its vendor callback is registered.
 type Watched = (Arc<Event>, bool);
 
+/// The watched events, each list oldest first: those another rank waits for
+/// (`Event::is_urgent`: reads whose bytes are sent), then the others.
+#[derive(Default)]
+struct Watching {
+    urgent: Vec<Watched>,
+    rest: Vec<Watched>,
+}
+
 thread_local! {
     /// On an issuer thread: the events of its commands that others wait on
     /// asynchronously (a send after a read, a bridge to another vendor, a join), polled
@@ -206,7 +219,7 @@ thread_local! {
     /// registered. NVIDIA reports a completion through its callback thread some 20 µs
     /// after the fact; a poll that finds the event done completes it here (the first
     /// final status wins, so a callback that comes later does nothing).
-    static WATCHED: std::cell::RefCell<Option<Vec<Watched>>> =
+    static WATCHED: std::cell::RefCell<Option<Watching>> =
         const { std::cell::RefCell::new(None) };
 }
 
@@ -215,7 +228,12 @@ thread_local! {
 /// registered only then, or before the issuer blocks in a vendor call.
 pub fn watch(event: &Arc<Event>, registered: bool) -> bool {
     WATCHED.with(|w| match w.borrow_mut().as_mut() {
-        Some(list) => {
+        Some(w) => {
+            let list = if event.is_urgent() {
+                &mut w.urgent
+            } else {
+                &mut w.rest
+            };
             list.push((event.clone(), registered));
             true
         }
@@ -223,25 +241,48 @@ pub fn watch(event: &Arc<Event>, registered: bool) -> bool {
     })
 }
 
-/// How many pending watched events one poll looks at, oldest first: a program that
-/// enqueues far ahead has thousands in flight, and they mostly complete in order. The
-/// rest wait for the next poll, or for their callbacks once the issuer parks.
+/// How many pending watched events one poll looks at, oldest first, besides the urgent
+/// ones (all of which it looks at): a program that enqueues far ahead has thousands in
+/// flight, and they mostly complete in order. The rest wait for the next poll, or for
+/// their callbacks once the issuer parks.
 const POLL_AT_ONCE: usize = 8;
 
-/// Polls the oldest watched events; whether one completed. Completions run callbacks,
-/// which may watch further events: the list is not borrowed meanwhile. An event that
-/// got an application callback since is left to the vendor's callback thread
-/// (application callbacks never run on an issuer).
+/// Polls the urgent watched events, then the oldest others; whether one completed. Each
+/// completion runs its callbacks: a read polled behind eight others that completed was
+/// sent some 20 µs late on an H100 (a stencil's ghost row). Completions' callbacks may
+/// watch further events: the lists are not borrowed meanwhile. An event that got an
+/// application callback since is left to the vendor's callback thread (application
+/// callbacks never run on an issuer).
 fn poll_watched() -> bool {
-    let list = WATCHED.with(|w| w.borrow_mut().as_mut().map(std::mem::take));
-    let Some(list) = list.filter(|l| !l.is_empty()) else {
+    let taken = WATCHED.with(|w| w.borrow_mut().as_mut().map(std::mem::take));
+    let Some(Watching { urgent, rest }) = taken else {
         return false;
     };
-    let before = list.len();
-    let mut pending = Vec::with_capacity(before);
+    if urgent.is_empty() && rest.is_empty() {
+        return false;
+    }
+    let before = urgent.len() + rest.len();
+    let urgent = poll_some(urgent, usize::MAX);
+    let rest = poll_some(rest, POLL_AT_ONCE);
+    let progressed = urgent.len() + rest.len() < before;
+    WATCHED.with(|w| {
+        if let Some(w) = w.borrow_mut().as_mut() {
+            // Watched meanwhile (by completions' callbacks): after the older ones.
+            for (list, kept) in [(&mut w.urgent, urgent), (&mut w.rest, rest)] {
+                let newer = std::mem::replace(list, kept);
+                list.extend(newer);
+            }
+        }
+    });
+    progressed
+}
+
+/// Polls the first `at_most` pending events of `list`; returns those still pending.
+fn poll_some(list: Vec<Watched>, at_most: usize) -> Vec<Watched> {
+    let mut pending = Vec::with_capacity(list.len());
     let mut polled = 0;
     for (event, registered) in list {
-        if polled >= POLL_AT_ONCE {
+        if polled >= at_most {
             pending.push((event, registered));
         } else if event.has_user_callbacks() {
             if !registered {
@@ -252,22 +293,17 @@ fn poll_watched() -> bool {
             polled += 1;
         }
     }
-    let progressed = pending.len() < before;
-    WATCHED.with(|w| {
-        if let Some(l) = w.borrow_mut().as_mut() {
-            // Watched meanwhile (by completions' callbacks): after the older ones.
-            let newer = std::mem::replace(l, pending);
-            l.extend(newer);
-        }
-    });
-    progressed
+    pending
 }
 
 /// Stops watching before the issuer parks or blocks in a vendor call: the vendor's
 /// callbacks complete what is left.
 pub fn forget_watched() {
-    let list = WATCHED.with(|w| w.borrow_mut().as_mut().map(std::mem::take));
-    for (event, registered) in list.into_iter().flatten() {
+    let taken = WATCHED.with(|w| w.borrow_mut().as_mut().map(std::mem::take));
+    let Some(w) = taken else {
+        return;
+    };
+    for (event, registered) in w.urgent.into_iter().chain(w.rest) {
         if !registered && !event.is_done() {
             event.register_vendor_callback();
         }
@@ -275,7 +311,7 @@ pub fn forget_watched() {
 }
 
 fn run(rx: Receiver<Message>, wake: Sender<Message>, spin: Duration, hold_always: bool) {
-    WATCHED.with(|w| *w.borrow_mut() = Some(Vec::new()));
+    WATCHED.with(|w| *w.borrow_mut() = Some(Watching::default()));
     let mut state = IssuerState::default();
     let mut batch: Vec<Handed> = Vec::new();
     let mut held = Held::default();
@@ -365,15 +401,21 @@ impl Held {
 
     /// Issues the held jobs that became ready, in order on each queue, until none does
     /// (one may be what another waited for). Without a later job of their batch to back
-    /// them, they take vendor events of their own.
+    /// them, they take vendor events of their own. Transfer writes go after the other
+    /// ready jobs (`JobInfo::late`).
     fn release(&mut self, state: &mut IssuerState) {
         loop {
             let mut progressed = false;
-            for (_, jobs) in self.queues.iter_mut() {
-                while jobs.front().is_some_and(|(job, _)| job.info.ready()) {
-                    let (job, handed) = jobs.pop_front().expect("a first job");
-                    run_job(job, handed, false, state);
-                    progressed = true;
+            for late in [false, true] {
+                for (_, jobs) in self.queues.iter_mut() {
+                    while jobs
+                        .front()
+                        .is_some_and(|(job, _)| job.info.late == late && job.info.ready())
+                    {
+                        let (job, handed) = jobs.pop_front().expect("a first job");
+                        run_job(job, handed, false, state);
+                        progressed = true;
+                    }
                 }
             }
             self.queues.retain(|(_, jobs)| !jobs.is_empty());

@@ -6,7 +6,7 @@
 //! (`enqueue/submit.rs`). Off unless set; then each item is one unbuffered write, so the
 //! file is complete however the program ends.
 
-use mirrorcl_scheduler::{Access, Location, Mode};
+use mirrorcl_scheduler::{Access, Location};
 use parking_lot::Mutex;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -101,16 +101,8 @@ pub fn command(
     let accesses = if accesses.is_empty() {
         "-".to_string()
     } else {
-        let a: Vec<String> = accesses
-            .iter()
-            .map(|a| {
-                let mode = match a.mode {
-                    Mode::Read => "r",
-                    Mode::Write => "w",
-                    Mode::ReadWrite => "rw",
-                };
-                format!("{}:{}:{}:{mode}", a.buffer, a.range.start, a.range.end)
-            })
+        let a: Vec<String> = (accesses.iter())
+            .map(mirrorcl_scheduler::sim::record::access_field)
             .collect();
         a.join(",")
     };

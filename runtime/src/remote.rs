@@ -72,8 +72,8 @@ const POOL_LIMIT: usize = 256 << 20;
 
 /// A page-aligned block of host memory that stages bytes between a device and the
 /// network. Not initialised: every byte is written (by a vendor read or a receive)
-/// before it is read. Small ones are page-locked where the device's vendor context has
-/// one free (`Pinned`).
+/// before it is read. Page-locked where the device's vendor context has one free
+/// (`Pinned`).
 pub struct Staging {
     ptr: *mut u8,
     layout: Layout,
@@ -115,7 +115,7 @@ impl Staging {
     }
 
     /// A block for `len` bytes that `pinned`'s device reads into or writes from:
-    /// page-locked when small enough and one is to be had, else as `new`.
+    /// page-locked when one is to be had, else as `new`.
     pub fn near(len: usize, pinned: &Arc<Pinned>) -> ClResult<Arc<Staging>> {
         match pinned.take(len) {
             Some(block) => Ok(Arc::new(block)),
@@ -146,13 +146,54 @@ impl Drop for Staging {
     }
 }
 
-/// Page-locked block sizes: a piece stages through the smallest that holds it.
-const PINNED_CLASSES: [usize; 2] = [4 << 10, 64 << 10];
-/// Page-locked memory is mapped this much at a time (a vendor allocation and a map
-/// cost tens of µs on NVIDIA: once per 256 small blocks, not per transfer).
-const PINNED_CHUNK: usize = 1 << 20;
-/// Page-locked memory one device may hold per size class (16 MiB).
-const PINNED_CHUNKS: usize = 16;
+/// Page-locked block sizes for small pieces: a piece stages through the smallest that
+/// holds it (a stencil's 8 KiB ghost row took a 64 KiB block before the 16 KiB class).
+/// They are cut from chunks mapped `SMALL_CHUNK` at a time.
+const SMALL_CLASSES: [usize; 3] = [4 << 10, 16 << 10, 64 << 10];
+/// Making and mapping page-locked memory costs NVIDIA 1.3-1.9 ms on an H100, during
+/// which its other commands in the context stall: a stencil enqueued 100 steps ahead,
+/// mapping 1 MiB at a time, stopped five times in its first twenty steps. So seldom,
+/// and mostly while the program starts.
+const SMALL_CHUNK: usize = 4 << 20;
+/// Page-locked memory one device may hold per small class (16 MiB).
+const SMALL_CHUNKS: usize = 4;
+/// Larger pieces (up to `MIRRORCL_PIECE_MIB`) stage through blocks of their own, a
+/// power of two from 128 KiB: pageable staging made NVIDIA copy each piece through its
+/// own bounce buffer, and a 256 MiB copy between two H100 ranks reached 76% of raw MPI's
+/// bandwidth. A transfer cycles through `WINDOW` blocks on each side.
+const LARGE_MIN: usize = 128 << 10;
+/// Page-locked memory one device may hold per large class.
+const LARGE_BUDGET: usize = 128 << 20;
+/// Large classes: 128 KiB to 1 GiB.
+const LARGE_CLASSES: usize = 14;
+
+/// The block size of class `class` (small classes first, then large ones).
+fn class_size(class: usize) -> usize {
+    match SMALL_CLASSES.get(class) {
+        Some(&size) => size,
+        None => LARGE_MIN << (class - SMALL_CLASSES.len()),
+    }
+}
+
+/// The class of the smallest block holding `len` bytes.
+fn class_of(len: usize) -> Option<usize> {
+    if let Some(class) = SMALL_CLASSES.iter().position(|&size| len <= size) {
+        return Some(class);
+    }
+    let class = SMALL_CLASSES.len() + len.next_power_of_two().trailing_zeros() as usize
+        - LARGE_MIN.trailing_zeros() as usize;
+    (class < SMALL_CLASSES.len() + LARGE_CLASSES).then_some(class)
+}
+
+/// How a class's memory is mapped: the bytes of one mapping, and how many it may have.
+fn class_chunks(class: usize) -> (usize, usize) {
+    if class < SMALL_CLASSES.len() {
+        (SMALL_CHUNK, SMALL_CHUNKS)
+    } else {
+        let size = class_size(class);
+        (size, (LARGE_BUDGET / size).min(2 * WINDOW))
+    }
+}
 
 /// Page-locked staging blocks of one device in one vendor context: mapped
 /// `CL_MEM_ALLOC_HOST_PTR` buffers, kept mapped and cut into blocks. A vendor moves
@@ -165,7 +206,7 @@ pub struct Pinned {
     vctx: VContext,
     vdev: VDevice,
     queue: parking_lot::Mutex<Option<VQueue>>,
-    classes: [parking_lot::Mutex<PinnedClass>; PINNED_CLASSES.len()],
+    classes: [parking_lot::Mutex<PinnedClass>; SMALL_CLASSES.len() + LARGE_CLASSES],
 }
 
 #[derive(Default)]
@@ -191,15 +232,16 @@ impl Pinned {
     /// none is free and the class is under its limit; None otherwise, or when the
     /// vendor cannot make one (the caller stages through pageable memory).
     fn take(self: &Arc<Self>, len: usize) -> Option<Staging> {
-        let class = PINNED_CLASSES.iter().position(|&size| len <= size)?;
-        let size = PINNED_CLASSES[class];
+        let class = class_of(len)?;
+        let size = class_size(class);
+        let (chunk, chunks) = class_chunks(class);
         let ptr = {
             let mut c = self.classes[class].lock();
-            if c.free.is_empty() && c.chunks.len() < PINNED_CHUNKS && !c.refused {
-                match self.map_chunk() {
+            if c.free.is_empty() && c.chunks.len() < chunks && !c.refused {
+                match self.map_chunk(chunk) {
                     Ok((mem, base)) => {
                         c.free
-                            .extend((0..PINNED_CHUNK / size).rev().map(|i| base + i * size));
+                            .extend((0..chunk / size).rev().map(|i| base + i * size));
                         c.chunks.push(mem);
                     }
                     Err(rc) => {
@@ -217,17 +259,13 @@ impl Pinned {
         })
     }
 
-    fn map_chunk(&self) -> ClResult<(VMem, usize)> {
-        let mem =
-            (self.vctx).create_buffer(CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, PINNED_CHUNK)?;
+    fn map_chunk(&self, bytes: usize) -> ClResult<(VMem, usize)> {
+        let mem = (self.vctx).create_buffer(CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes)?;
         let mut queue = self.queue.lock();
         if queue.is_none() {
             *queue = Some(self.vctx.create_queue(&self.vdev, 0)?);
         }
-        let ptr = queue
-            .as_ref()
-            .expect("made above")
-            .map_whole(&mem, PINNED_CHUNK)?;
+        let ptr = queue.as_ref().expect("made above").map_whole(&mem, bytes)?;
         Ok((mem, ptr as usize))
     }
 }
@@ -368,6 +406,7 @@ pub fn send_when_done(
         after.on_done(move |status| d.complete(status));
         return;
     }
+    after.mark_urgent();
     after.on_done(move |status| {
         tracing::trace!("sending {} bytes to {peers:?}", span.len());
         let (ptr, block, status) = match span {
@@ -504,6 +543,37 @@ mod tests {
     use crate::node::Node;
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_piece_stages_through_the_smallest_page_locked_class_that_holds_it() {
+        for (len, size) in [
+            (1, 4 << 10),
+            (4 << 10, 4 << 10),
+            ((4 << 10) + 1, 16 << 10),
+            (8 << 10, 16 << 10),
+            (64 << 10, 64 << 10),
+            ((64 << 10) + 1, 128 << 10),
+            (16 << 20, 16 << 20),
+            ((16 << 20) - 5, 16 << 20),
+            (1 << 30, 1 << 30),
+        ] {
+            let class = class_of(len).expect("a class");
+            assert_eq!(class_size(class), size, "{len} bytes");
+            let (chunk, chunks) = class_chunks(class);
+            assert!(
+                chunk >= size && chunk % size == 0 && chunks <= 2 * WINDOW,
+                "{len} bytes"
+            );
+        }
+        assert_eq!(class_of((1 << 30) + 1), None);
+        // Large blocks are mapped one at a time, within the budget or one window.
+        assert_eq!(
+            class_chunks(class_of(16 << 20).unwrap()),
+            (16 << 20, 2 * WINDOW)
+        );
+        assert_eq!(class_chunks(class_of(64 << 20).unwrap()), (64 << 20, 2));
+        assert_eq!(class_chunks(class_of(1 << 30).unwrap()).1, 0);
+    }
 
     #[test]
     fn pieces_cover_the_range_in_order_and_stay_within_bounds() {

@@ -72,6 +72,10 @@ pub struct Access {
     pub buffer: BufferId,
     pub range: Range<u64>,
     pub mode: Mode,
+    /// Reaches the bytes through a vendor object that aliases the device instance (a
+    /// sub-buffer, an image): it then conflicts there with the same host thread's
+    /// accesses of any bytes (see `Tok`).
+    pub aliased: bool,
 }
 
 /// A planned data movement: make `range` of `buffer` at `to` equal to that at `from`.
@@ -263,13 +267,16 @@ impl<T: Clone> RangeHazards<T> {
 }
 
 impl<X: Clone> RangeHazards<Tok<X>> {
-    /// The dependencies of an access of `range` at `at` by host thread `thread`: on the
-    /// accesses of the same bytes; on a device, also on the same thread's accesses of
-    /// any bytes of the instance (see the text of `Tok`).
+    /// The dependencies of an access of `range` at `at` by host thread `thread`
+    /// (`aliased`: through a sub-buffer or image): on the accesses of the same bytes; on
+    /// a device, also on the same thread's accesses of any bytes of the instance where
+    /// either goes through an aliasing object (see the text of `Tok`).
+    #[allow(clippy::too_many_arguments)]
     fn deps_at(
         &self,
         at: Location,
         thread: u32,
+        aliased: bool,
         range: &Range<u64>,
         mode: Mode,
         stream: StreamId,
@@ -282,7 +289,7 @@ impl<X: Clone> RangeHazards<Tok<X>> {
             if r.start < range.end && range.start < r.end {
                 h.deps_for(mode, stream, out);
             } else {
-                h.deps_where(mode, stream, out, |t| t.1 == thread);
+                h.deps_where(mode, stream, out, |t| t.1 == thread && (aliased || t.2));
             }
         }
     }
@@ -291,36 +298,40 @@ impl<X: Clone> RangeHazards<Tok<X>> {
 /// Which earlier accesses of an instance an access conflicts with (`RangeHazards::deps_at`).
 /// In host memory, those of the same bytes: disjoint ranges are independent, which keeps
 /// host threads that each use their own slice of one buffer apart (`tests/threads.rs`).
-/// On a device, also those of the same host thread to any bytes: steps go through the
-/// buffer's vendor instance and commands through its vendor sub-buffers, and OpenCL
-/// leaves concurrent access to a buffer and its sub-buffers undefined (§5.2.1; NVIDIA
-/// loses a kernel's writes to one slice while a step writes another). Across threads a
-/// device instance conflicts per byte range only: ordering whole instances there would
-/// order two threads' steps differently on each rank, and a send could wait for a
-/// receive that waits, on the other rank, for that send.
+/// On a device, where either access goes through a vendor object aliasing the instance
+/// (a sub-buffer, an image), also those of the same host thread to any bytes: steps go
+/// through the buffer's vendor instance and commands through its vendor sub-buffers, and
+/// OpenCL leaves concurrent access to a buffer and its sub-buffers undefined (§5.2.1;
+/// NVIDIA loses a kernel's writes to one slice while a step writes another). Two accesses
+/// of disjoint bytes through the instance itself stay apart: a halo exchange reads a
+/// block's boundary row while the neighbour's row lands in its ghost row, and ordering
+/// the two made every step of a stencil wait for the neighbour's previous step too.
+/// Across threads a device instance conflicts per byte range only: ordering whole
+/// instances there would order two threads' steps differently on each rank, and a send
+/// could wait for a receive that waits, on the other rank, for that send.
 /// A recorded access: the scheduler's own number for it, so that a list of dependencies
-/// names it once however many segments hold it, the host thread that made it, and the
-/// runtime's token.
-type Tok<T> = (u64, u32, T);
+/// names it once however many segments hold it, the host thread that made it, whether
+/// it went through an aliasing object, and the runtime's token.
+type Tok<T> = (u64, u32, bool, T);
 
 /// The tokens of `deps`, each once, in order of first appearance; leaves `deps` empty
 /// (a scratch vector, reused).
 fn unique<T>(deps: &mut Vec<Tok<T>>) -> Vec<T> {
     if deps.len() > 16 {
         let mut seen = rustc_hash::FxHashSet::default();
-        deps.retain(|(n, _, _)| seen.insert(*n));
+        deps.retain(|(n, _, _, _)| seen.insert(*n));
     } else {
         // Mostly a few: a linear search beats hashing them.
         let mut kept = 0;
         for i in 0..deps.len() {
-            if !deps[..kept].iter().any(|(n, _, _)| *n == deps[i].0) {
+            if !deps[..kept].iter().any(|(n, _, _, _)| *n == deps[i].0) {
                 deps.swap(kept, i);
                 kept += 1;
             }
         }
         deps.truncate(kept);
     }
-    deps.drain(..).map(|(_, _, t)| t).collect()
+    deps.drain(..).map(|(_, _, _, t)| t).collect()
 }
 
 #[derive(Clone, Debug)]
@@ -608,6 +619,7 @@ impl<T: Clone> Scheduler<T> {
                     h.deps_at(
                         at,
                         self.thread,
+                        access.aliased,
                         &access.range,
                         access.mode,
                         stream,
@@ -616,7 +628,8 @@ impl<T: Clone> Scheduler<T> {
                 }
             }
         }
-        let own = (self.next_access, self.thread, token.clone());
+        let own = (self.next_access, self.thread, false, token.clone());
+        let own_aliased = (self.next_access, self.thread, true, token.clone());
         self.next_access += 1;
         for access in accesses {
             if access.range.is_empty() {
@@ -633,7 +646,7 @@ impl<T: Clone> Scheduler<T> {
                 access.mode,
                 stream,
                 None,
-                &own,
+                if access.aliased { &own_aliased } else { &own },
             );
         }
         // Written bytes of attached buffers go back to their device after the command.
@@ -749,13 +762,30 @@ impl<T: Clone> Scheduler<T> {
             // Borrowed, not cloned: a source's readers grow with the ranks that read it.
             let range = &step.range;
             if let Some(src) = state.hazards.get(&step.from) {
-                src.deps_at(step.from, thread, range, Mode::Read, u64::MAX, &mut deps);
+                src.deps_at(
+                    step.from,
+                    thread,
+                    false,
+                    range,
+                    Mode::Read,
+                    u64::MAX,
+                    &mut deps,
+                );
             }
             if let Some(dst) = state.hazards.get(&step.to) {
-                dst.deps_at(step.to, thread, range, Mode::Write, u64::MAX, &mut deps);
+                dst.deps_at(
+                    step.to,
+                    thread,
+                    false,
+                    range,
+                    Mode::Write,
+                    u64::MAX,
+                    &mut deps,
+                );
             }
             let (stream, token) = submit_step(&step, unique(&mut deps));
-            let token = (self.next_access, self.thread, token);
+            // Steps go through the instance itself.
+            let token = (self.next_access, self.thread, false, token);
             self.next_access += 1;
             self.stats.steps += 1;
             self.stats.step_bytes += range.end - range.start;
@@ -792,6 +822,7 @@ mod tests {
             buffer: b,
             range: 0..64,
             mode: Mode::ReadWrite,
+            aliased: false,
         }];
         let mut submit = |st: &Step, _deps: Vec<u32>| {
             steps.push(st.clone());
@@ -832,6 +863,7 @@ mod tests {
                 buffer: b,
                 range: 0..32,
                 mode,
+                aliased: false,
             }]
         };
         // Made current on device 0, then attached.
@@ -848,6 +880,7 @@ mod tests {
             buffer: b,
             range: 8..16,
             mode: Mode::Write,
+            aliased: false,
         }];
         s.schedule(at(2), 3, &part, &5, &mut submit);
         assert_eq!(
@@ -872,6 +905,7 @@ mod tests {
                 buffer,
                 range,
                 mode,
+                aliased: false,
             }]
         }
     }
@@ -911,30 +945,54 @@ mod tests {
     }
 
     /// On a device, commands reach a buffer's bytes through its vendor instance and its
-    /// vendor sub-buffers, which OpenCL does not let run concurrently: disjoint ranges
-    /// conflict there, within one host thread.
+    /// vendor sub-buffers, which OpenCL does not let run concurrently: where either
+    /// access goes through a sub-buffer, disjoint ranges conflict there, within one host
+    /// thread; through the instance alone they do not.
     #[test]
-    fn accesses_to_one_device_instance_conflict_whatever_their_ranges() {
+    fn accesses_to_one_device_instance_conflict_whatever_their_ranges_through_aliases() {
         let mut s = sched();
         let b = s.create_buffer(16, None);
-        let (acc, no_steps) = (access_to(b), no_steps_expected);
+        let no_steps = no_steps_expected;
+        let acc = |range, mode, aliased| {
+            [Access {
+                buffer: b,
+                range,
+                mode,
+                aliased,
+            }]
+        };
         let d = Location::Device(0);
+        // Through the instance itself, disjoint bytes stay apart (a boundary row read
+        // while a ghost row is written).
         assert!(s
-            .schedule(d, 1, &acc(0..8, Mode::Write), &10, no_steps)
+            .schedule(d, 1, &acc(0..8, Mode::Write, false), &10, no_steps)
+            .is_empty());
+        assert!(s
+            .schedule(d, 2, &acc(8..16, Mode::Write, false), &11, no_steps)
             .is_empty());
         assert_eq!(
-            s.schedule(d, 2, &acc(8..16, Mode::Write), &11, no_steps),
+            s.schedule(d, 3, &acc(0..4, Mode::Read, false), &12, no_steps),
             vec![10]
         );
         assert_eq!(
-            s.schedule(d, 3, &acc(0..4, Mode::Read), &12, no_steps),
-            vec![10, 11]
+            s.schedule(d, 4, &acc(12..16, Mode::Read, false), &13, no_steps),
+            vec![11]
+        );
+        // Through a sub-buffer: every earlier access of the same thread.
+        assert_eq!(
+            s.schedule(d, 5, &acc(4..6, Mode::Write, true), &14, no_steps),
+            vec![10, 12, 11, 13]
+        );
+        // And every later one waits for it.
+        assert_eq!(
+            s.schedule(d, 6, &acc(8..10, Mode::Read, false), &15, no_steps),
+            vec![14, 11]
         );
         // Another host thread's access waits only for those of the same bytes.
         s.set_thread(1);
         assert_eq!(
-            s.schedule(d, 4, &acc(12..16, Mode::Write), &13, no_steps),
-            vec![11]
+            s.schedule(d, 7, &acc(12..16, Mode::Write, true), &16, no_steps),
+            vec![11, 13]
         );
     }
 
@@ -947,6 +1005,7 @@ mod tests {
                 buffer: b,
                 range: 0..16,
                 mode,
+                aliased: false,
             }]
         };
         let no_steps = |_: &Step, _: Vec<u32>| -> (u64, u32) { panic!("no transfer expected") };

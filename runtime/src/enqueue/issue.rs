@@ -71,6 +71,8 @@ pub(super) fn issue(device: &Device, cmd: VendorCommand) {
         stream: cmd.event.stream,
         context: (cmd.event.context.vendor_context_of(cmd.group).ok()).map(|v| v.vctx.key()),
         free,
+        // Transfer steps' events belong to no application queue.
+        late: cmd.event.command_type == CL_COMMAND_WRITE_BUFFER && cmd.event.queue_handle == 0,
         command_type: cmd.event.command_type,
         seq: cmd.event.seq,
     };

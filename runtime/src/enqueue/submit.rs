@@ -277,6 +277,9 @@ fn scheduled_accesses(cmd: &Command, event: &Event) -> Vec<Access> {
             buffer: b.id,
             range: b.root_range(r.start, r.end - r.start),
             mode: *mode,
+            // A sub-buffer's or image's commands go through a vendor object aliasing
+            // the instance.
+            aliased: b.parent.is_some() || b.image.is_some(),
         })
         .collect();
     event.keep_all(
@@ -517,6 +520,7 @@ pub fn attach(buffer: &Arc<Buffer>, device: &Arc<Device>) -> ClResult<()> {
             buffer: buffer.id,
             range: 0..buffer.size as u64,
             mode: Mode::Read,
+            aliased: false,
         }],
         &event,
         |step, step_deps| transfer(&ctx, &accesses, step, step_deps),

@@ -302,6 +302,7 @@ impl Rank {
                     buffer: sid,
                     range: 0..size,
                     mode: crate::Mode::Read,
+                    aliased: false,
                 }];
                 let stream = c.new_stream();
                 c.next_token += 1;
@@ -391,6 +392,7 @@ impl Rank {
             buffer: c.ids.get(&a.buffer).copied().unwrap_or(u64::MAX),
             range: a.range.clone(),
             mode: a.mode,
+            aliased: false,
         }));
         if c.sched.leaves_out(
             variant,

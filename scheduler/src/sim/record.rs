@@ -20,8 +20,9 @@
 //! the bytes of host memory a read fills (`-` for none), `BLOCKING` `0` or `1`, `WAITS`
 //! the devices of the wait list's device commands (comma-separated, `-` for none; only
 //! for a blocking command or one at the host, whose wait list is not the queue's
-//! unfinished commands), `ACCESSES` `BUFFER:START:END:MODE` (root-buffer byte range,
-//! `MODE` `r`, `w` or `rw`), comma-separated, `-` for none. Lines starting with `#` are
+//! unfinished commands), `ACCESSES` `BUFFER:START:END:MODE[:a]` (root-buffer byte range,
+//! `MODE` `r`, `w` or `rw`, `:a` where it goes through a sub-buffer or image),
+//! comma-separated, `-` for none. Lines starting with `#` are
 //! comments.
 
 use super::{At, Command, Item, Work};
@@ -35,12 +36,16 @@ pub struct Recording {
     pub items: Vec<(u64, Item)>,
 }
 
-fn mode_name(m: Mode) -> &'static str {
-    match m {
+/// One access as the format writes it (`BUFFER:START:END:MODE[:a]`).
+pub fn access_field(a: &Access) -> String {
+    let mode = match a.mode {
         Mode::Read => "r",
         Mode::Write => "w",
         Mode::ReadWrite => "rw",
-    }
+    };
+    let (start, end) = (a.range.start, a.range.end);
+    let aliased = if a.aliased { ":a" } else { "" };
+    format!("{}:{start}:{end}:{mode}{aliased}", a.buffer)
 }
 
 /// One item as a line of the format (without the newline).
@@ -84,18 +89,7 @@ pub fn line(ctx: u64, item: &Item) -> String {
                 c.fills_host.map_or("-".to_string(), |n| n.to_string()),
                 u8::from(c.blocking),
                 list(c.waits.iter().map(u32::to_string).collect()),
-                list(
-                    c.accesses
-                        .iter()
-                        .map(|a| format!(
-                            "{}:{}:{}:{}",
-                            a.buffer,
-                            a.range.start,
-                            a.range.end,
-                            mode_name(a.mode)
-                        ))
-                        .collect()
-                ),
+                list(c.accesses.iter().map(access_field).collect()),
             )
         }
     }
@@ -179,7 +173,7 @@ fn parse_item(fields: &[&str]) -> Result<(u64, Item), String> {
                     .split(',')
                     .map(|a| {
                         let p: Vec<&str> = a.split(':').collect();
-                        if p.len() != 4 {
+                        if !(4..=5).contains(&p.len()) || p.get(4).is_some_and(|x| *x != "a") {
                             return Err(format!("bad access {a:?}"));
                         }
                         Ok(Access {
@@ -191,6 +185,7 @@ fn parse_item(fields: &[&str]) -> Result<(u64, Item), String> {
                                 "rw" => Mode::ReadWrite,
                                 m => return Err(format!("bad mode {m:?}")),
                             },
+                            aliased: p.len() == 5,
                         })
                     })
                     .collect::<Result<_, _>>()?,
@@ -325,11 +320,13 @@ mod tests {
                             buffer: 5,
                             range: 0..16,
                             mode: Mode::Read,
+                            aliased: false,
                         },
                         Access {
                             buffer: 6,
                             range: 2..4,
                             mode: Mode::ReadWrite,
+                            aliased: false,
                         },
                     ],
                 }),

@@ -54,6 +54,7 @@ fn access(buffer: u64, range: std::ops::Range<u64>, mode: Mode) -> Access {
         buffer,
         range,
         mode,
+        aliased: false,
     }
 }
 
