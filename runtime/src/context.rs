@@ -9,7 +9,7 @@ use crate::object::{impl_handle, Destructors, Header};
 use crate::vendor::VDevice;
 use crate::vendor::{VContext, VQueue};
 use crate::ClResult;
-use mirrorcl_scheduler::{DeviceDesc, Scheduler};
+use mirrorcl_scheduler::Scheduler;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -154,14 +154,8 @@ impl Context {
         let mut scheduler = Scheduler::new();
         let record_id = crate::record::next_context();
         for d in &devices {
-            crate::record::device(record_id, d.index, d.owner, d.owner_group);
-            scheduler.add_device(
-                d.index,
-                DeviceDesc {
-                    owner: d.owner,
-                    group: d.owner_group,
-                },
-            );
+            crate::record::device(record_id, d.index, d.scheduled());
+            scheduler.add_device(d.index, d.scheduled());
         }
         Ok(Arc::new(Context {
             header: Header::new(),

@@ -379,6 +379,17 @@ impl Device {
         self.parent.is_none()
     }
 
+    /// The device as every rank's scheduler sees it.
+    pub fn scheduled(&self) -> mirrorcl_scheduler::DeviceDesc {
+        mirrorcl_scheduler::DeviceDesc {
+            owner: self.owner,
+            group: self.owner_group,
+            // NVIDIA keeps commands on disjoint bytes of one buffer apart; PoCL orders
+            // them itself (`DeviceDesc::ranges_apart`). Known alike on every rank.
+            ranges_apart: self.vendor_name.contains("NVIDIA"),
+        }
+    }
+
     /// The issuer thread of this actual device, started on first use.
     pub fn issuer(&self) -> &Issuer {
         self.issuer.get_or_init(|| {

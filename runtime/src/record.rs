@@ -56,8 +56,12 @@ pub fn next_context() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-pub fn device(ctx: u64, index: u32, owner: u32, group: u32) {
-    write(format_args!("device {ctx} {index} {owner} {group}"));
+pub fn device(ctx: u64, index: u32, desc: mirrorcl_scheduler::DeviceDesc) {
+    let item = mirrorcl_scheduler::sim::Item::Device { index, desc };
+    write(format_args!(
+        "{}",
+        mirrorcl_scheduler::sim::record::line(ctx, &item)
+    ));
 }
 
 pub fn buffer(ctx: u64, id: u64, size: u64, initial: Option<Location>) {

@@ -42,6 +42,14 @@ pub struct DeviceDesc {
     /// Devices of one owner with equal `group` copy between each other directly (same
     /// vendor context); others go through the host copy.
     pub group: u32,
+    /// Its vendor runs commands on disjoint bytes of one buffer concurrently, ordering
+    /// only what it is told to (NVIDIA): accesses there conflict per byte range unless
+    /// one goes through a sub-buffer or image. Elsewhere a device instance conflicts
+    /// whole within a host thread: PoCL orders the commands on one buffer itself, in the
+    /// order they reach it, and a command issued ahead of an earlier one it did not wait
+    /// for then waited for it inside PoCL, while the earlier one waited (through a bridge)
+    /// for work that needed the later one: a deadlock.
+    pub ranges_apart: bool,
 }
 
 pub type BufferId = u64;
@@ -534,10 +542,20 @@ impl<T: Clone> Scheduler<T> {
             .unwrap_or_default()
     }
 
+    /// Whether an access at `at` conflicts with the same thread's accesses of any bytes
+    /// of the instance whatever it goes through (`DeviceDesc::ranges_apart`).
+    fn whole_instance(&self, at: Location) -> bool {
+        match at {
+            Location::Host => false,
+            Location::Device(d) => !self.desc(d).ranges_apart,
+        }
+    }
+
     fn desc(&self, d: u32) -> DeviceDesc {
         self.devices.get(&d).copied().unwrap_or(DeviceDesc {
             owner: u32::MAX,
             group: u32::MAX,
+            ranges_apart: false,
         })
     }
 
@@ -556,7 +574,12 @@ impl<T: Clone> Scheduler<T> {
                 .unwrap_or_default(),
             Location::Device(t) => {
                 let target = self.desc(t);
-                if let Some(d) = devices().find(|d| self.desc(*d) == target) {
+                // A device of the target's vendor context copies to it directly.
+                let alike = |d: &u32| {
+                    let desc = self.desc(*d);
+                    (desc.owner, desc.group) == (target.owner, target.group)
+                };
+                if let Some(d) = devices().find(alike) {
                     return vec![(Location::Device(d), to)];
                 }
                 if set.contains(Location::Host) {
@@ -595,6 +618,7 @@ impl<T: Clone> Scheduler<T> {
     ) -> Vec<T> {
         self.stats.commands += 1;
         let mut deps = std::mem::take(&mut self.scratch);
+        let whole = self.whole_instance(at);
         for access in accesses {
             if access.range.is_empty() {
                 continue;
@@ -619,7 +643,7 @@ impl<T: Clone> Scheduler<T> {
                     h.deps_at(
                         at,
                         self.thread,
-                        access.aliased,
+                        access.aliased || whole,
                         &access.range,
                         access.mode,
                         stream,
@@ -646,7 +670,11 @@ impl<T: Clone> Scheduler<T> {
                 access.mode,
                 stream,
                 None,
-                if access.aliased { &own_aliased } else { &own },
+                if access.aliased || whole {
+                    &own_aliased
+                } else {
+                    &own
+                },
             );
         }
         // Written bytes of attached buffers go back to their device after the command.
@@ -755,17 +783,22 @@ impl<T: Clone> Scheduler<T> {
                 _ => None,
             })
             .collect();
+        // Steps go through the instance itself: whole where the device wants it.
+        let wholes: Vec<(bool, bool)> = (steps.iter())
+            .map(|st| (self.whole_instance(st.from), self.whole_instance(st.to)))
+            .collect();
         let thread = self.thread;
         let state = self.buffers.get_mut(&buffer).expect("checked above");
         let mut deps = Vec::new();
-        for (step, scope) in steps.into_iter().zip(scopes) {
+        let planned = steps.into_iter().zip(scopes).zip(wholes);
+        for ((step, scope), (from_whole, to_whole)) in planned {
             // Borrowed, not cloned: a source's readers grow with the ranks that read it.
             let range = &step.range;
             if let Some(src) = state.hazards.get(&step.from) {
                 src.deps_at(
                     step.from,
                     thread,
-                    false,
+                    from_whole,
                     range,
                     Mode::Read,
                     u64::MAX,
@@ -776,7 +809,7 @@ impl<T: Clone> Scheduler<T> {
                 dst.deps_at(
                     step.to,
                     thread,
-                    false,
+                    to_whole,
                     range,
                     Mode::Write,
                     u64::MAX,
@@ -784,15 +817,16 @@ impl<T: Clone> Scheduler<T> {
                 );
             }
             let (stream, token) = submit_step(&step, unique(&mut deps));
-            // Steps go through the instance itself.
-            let token = (self.next_access, self.thread, false, token);
+            let n = self.next_access;
             self.next_access += 1;
             self.stats.steps += 1;
             self.stats.step_bytes += range.end - range.start;
             let src = state.hazards.entry(step.from).or_default();
-            src.record(range, Mode::Read, stream, scope, &token);
+            let as_read = (n, self.thread, from_whole, token.clone());
+            src.record(range, Mode::Read, stream, scope, &as_read);
             let dst = state.hazards.entry(step.to).or_default();
-            dst.record(range, Mode::Write, stream, None, &token);
+            let as_write = (n, self.thread, to_whole, token);
+            dst.record(range, Mode::Write, stream, None, &as_write);
             if state.attached.is_none() {
                 state.validity.add(step.range.clone(), step.to);
             }
@@ -806,9 +840,30 @@ mod tests {
 
     fn sched() -> Scheduler<u32> {
         let mut s = Scheduler::new();
-        s.add_device(0, DeviceDesc { owner: 0, group: 0 });
-        s.add_device(1, DeviceDesc { owner: 0, group: 0 });
-        s.add_device(2, DeviceDesc { owner: 0, group: 1 });
+        s.add_device(
+            0,
+            DeviceDesc {
+                owner: 0,
+                group: 0,
+                ranges_apart: false,
+            },
+        );
+        s.add_device(
+            1,
+            DeviceDesc {
+                owner: 0,
+                group: 0,
+                ranges_apart: false,
+            },
+        );
+        s.add_device(
+            2,
+            DeviceDesc {
+                owner: 0,
+                group: 1,
+                ranges_apart: false,
+            },
+        );
         s
     }
 
@@ -947,10 +1002,18 @@ mod tests {
     /// On a device, commands reach a buffer's bytes through its vendor instance and its
     /// vendor sub-buffers, which OpenCL does not let run concurrently: where either
     /// access goes through a sub-buffer, disjoint ranges conflict there, within one host
-    /// thread; through the instance alone they do not.
+    /// thread; through the instance alone they do not, on a device that keeps them apart
+    /// (`ranges_apart`, NVIDIA). Elsewhere (PoCL) they conflict too.
     #[test]
     fn accesses_to_one_device_instance_conflict_whatever_their_ranges_through_aliases() {
-        let mut s = sched();
+        let mut s = Scheduler::new();
+        let apart = |ranges_apart| DeviceDesc {
+            owner: 0,
+            group: 0,
+            ranges_apart,
+        };
+        s.add_device(0, apart(true));
+        s.add_device(1, apart(false));
         let b = s.create_buffer(16, None);
         let no_steps = no_steps_expected;
         let acc = |range, mode, aliased| {
@@ -993,6 +1056,25 @@ mod tests {
         assert_eq!(
             s.schedule(d, 7, &acc(12..16, Mode::Write, true), &16, no_steps),
             vec![11, 13]
+        );
+        // On a device that does not keep them apart, disjoint bytes conflict.
+        s.set_thread(0);
+        let d1 = Location::Device(1);
+        let c = s.create_buffer(16, None);
+        let acc = |range, mode| {
+            [Access {
+                buffer: c,
+                range,
+                mode,
+                aliased: false,
+            }]
+        };
+        assert!(s
+            .schedule(d1, 8, &acc(0..8, Mode::Write), &17, no_steps)
+            .is_empty());
+        assert_eq!(
+            s.schedule(d1, 9, &acc(8..16, Mode::Read), &18, no_steps),
+            vec![17]
         );
     }
 

@@ -169,6 +169,8 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                     devices.push(DeviceDesc {
                         owner: owner as u32,
                         group: g % groups,
+                        // Half the vendor contexts keep disjoint bytes apart (NVIDIA).
+                        ranges_apart: (g % groups).is_multiple_of(2),
                     });
                     streams.push(s);
                 }
@@ -263,7 +265,8 @@ fn expected_route(scn: &Scenario, set: &ValidSet, to: Location) -> Vec<(Location
         Location::Host => vec![(Location::Device(devices[0]), Location::Host)],
         Location::Device(t) => {
             let target = desc(t);
-            if let Some(d) = devices.iter().find(|&&d| desc(d) == target) {
+            let alike = |d: u32| (desc(d).owner, desc(d).group) == (target.owner, target.group);
+            if let Some(d) = devices.iter().find(|&&d| alike(d)) {
                 vec![(Location::Device(*d), to)]
             } else if set.contains(Location::Host) {
                 vec![(Location::Host, to)]
@@ -901,7 +904,14 @@ proptest! {
 fn sched(devices: &[(u32, u32)]) -> Scheduler<u32> {
     let mut s = Scheduler::new();
     for (i, &(owner, group)) in devices.iter().enumerate() {
-        s.add_device(i as u32, DeviceDesc { owner, group });
+        s.add_device(
+            i as u32,
+            DeviceDesc {
+                owner,
+                group,
+                ranges_apart: false,
+            },
+        );
     }
     s
 }
@@ -1005,11 +1015,11 @@ fn overlapping_accesses_in_one_command_move_each_byte_once() {
         1,
     );
     assert_eq!(hops(&steps), vec![(H, D0, 0..8), (H, D0, 8..12)]);
-    // The command waits for both steps, each named once; the second step, of other
-    // bytes through the same instance, does not wait for the first (only an access
-    // through a sub-buffer or image conflicts with the whole instance).
+    // The command waits for both steps, each named once; the second step waits for the
+    // first (on a device that does not keep disjoint bytes apart, an instance conflicts
+    // whole: vendor sub-buffers and their buffer may not be used concurrently).
     assert_eq!(deps, vec![1011, 1012]);
-    assert!(steps[1].1.is_empty());
+    assert_eq!(steps[1].1, vec![1011]);
     assert_eq!(
         s.validity(b, 0..32),
         vec![
@@ -1082,9 +1092,9 @@ fn partial_writes_leave_mixed_validity_and_each_segment_takes_its_route() {
     // bytes at its destination (the host hop also for the step it stages).
     assert!(steps[1].1.contains(&1));
     assert!(steps[2].1.contains(&steps_token(3, 1)));
-    // The step from D2 waits for its source's writer only: the earlier steps into D1
-    // wrote other bytes of the instance.
-    assert_eq!(steps[3].1, vec![2]);
+    // The step from D2 also waits for the earlier steps into D1 (an instance conflicts
+    // whole on a device that does not keep disjoint bytes apart).
+    assert_eq!(steps[3].1, vec![2, steps_token(3, 0), steps_token(3, 2)]);
     // The command waits for each step into D1.
     let into_d1 = [0, 2, 3, 4].map(|n| steps_token(3, n));
     assert_eq!(deps, into_d1);
@@ -1165,8 +1175,16 @@ fn thesis_figure_iv3_cannot_deadlock() {
     let scn = Scenario {
         ranks: 2,
         devices: vec![
-            DeviceDesc { owner: 0, group: 0 },
-            DeviceDesc { owner: 1, group: 0 },
+            DeviceDesc {
+                owner: 0,
+                group: 0,
+                ranges_apart: false,
+            },
+            DeviceDesc {
+                owner: 1,
+                group: 0,
+                ranges_apart: false,
+            },
         ],
         streams: vec![1, 1],
         buffers: vec![(8, true)],
@@ -1228,8 +1246,16 @@ fn a_host_reader_is_not_forgotten_for_a_step_of_another_rank() {
     let scn = Scenario {
         ranks: 2,
         devices: vec![
-            DeviceDesc { owner: 0, group: 0 },
-            DeviceDesc { owner: 1, group: 0 },
+            DeviceDesc {
+                owner: 0,
+                group: 0,
+                ranges_apart: false,
+            },
+            DeviceDesc {
+                owner: 1,
+                group: 0,
+                ranges_apart: false,
+            },
         ],
         streams: vec![1, 1],
         buffers: vec![(4, true)],
@@ -1348,8 +1374,16 @@ fn a_buffer_attached_to_another_ranks_device_moves_from_and_back_to_it() {
     let scn = Scenario {
         ranks: 2,
         devices: vec![
-            DeviceDesc { owner: 0, group: 0 },
-            DeviceDesc { owner: 1, group: 0 },
+            DeviceDesc {
+                owner: 0,
+                group: 0,
+                ranges_apart: false,
+            },
+            DeviceDesc {
+                owner: 1,
+                group: 0,
+                ranges_apart: false,
+            },
         ],
         streams: vec![1, 1],
         buffers: vec![(16, true), (8, false)],
@@ -1460,9 +1494,21 @@ fn leaving_out_a_command_that_stages_through_the_host_copy_loses_a_broadcast() {
     let scn = Scenario {
         ranks: 2,
         devices: vec![
-            DeviceDesc { owner: 0, group: 0 },
-            DeviceDesc { owner: 0, group: 1 },
-            DeviceDesc { owner: 1, group: 0 },
+            DeviceDesc {
+                owner: 0,
+                group: 0,
+                ranges_apart: false,
+            },
+            DeviceDesc {
+                owner: 0,
+                group: 1,
+                ranges_apart: false,
+            },
+            DeviceDesc {
+                owner: 1,
+                group: 0,
+                ranges_apart: false,
+            },
         ],
         streams: vec![1, 1, 1],
         buffers: vec![(4, true)],

@@ -228,6 +228,8 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                         devices.push(DeviceDesc {
                             owner: owner as u32,
                             group: g % groups,
+                            // Some vendor contexts keep disjoint bytes apart (NVIDIA).
+                            ranges_apart: (g % groups).is_multiple_of(2),
                         });
                     }
                 }
@@ -646,8 +648,16 @@ fn two_threads_two_orders() -> (Scenario, Vec<Vec<usize>>) {
     let scn = Scenario {
         ranks: 2,
         devices: vec![
-            DeviceDesc { owner: 0, group: 0 },
-            DeviceDesc { owner: 1, group: 0 },
+            DeviceDesc {
+                owner: 0,
+                group: 0,
+                ranges_apart: false,
+            },
+            DeviceDesc {
+                owner: 1,
+                group: 0,
+                ranges_apart: false,
+            },
         ],
         buffers: vec![(2, true), (4, false), (4, false)],
         threads: vec![

@@ -110,14 +110,20 @@ impl VendorCommand {
         if blocking {
             // This job will block in the vendor: what it may wait for on this issuer's
             // other queues must have reached the devices (a vendor may hold commands
-            // until a flush); what it polls is left to the vendor's callbacks meanwhile.
+            // until a flush).
             state.flush();
-            crate::issuer::forget_watched();
         }
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let vqueue = vqueue?;
             let vctx = &event.context.vendor_context_of(group)?.vctx;
             let waits = VendorWaits::resolve(&deps, failing, vctx, stream)?;
+            if blocking {
+                // What this thread polls is left to the vendor's callbacks meanwhile,
+                // including what the wait list just asked to watch (a bridge's
+                // dependency): polled by nobody while this thread blocks, it would
+                // never complete the bridge the vendor call waits on.
+                crate::issuer::forget_watched();
+            }
             let traced = crate::trace::begin();
             let vev = f(&vqueue, &waits.list, !share);
             if traced != 0 {

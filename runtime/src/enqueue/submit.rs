@@ -19,7 +19,7 @@ use crate::queue::Queue;
 use crate::remote::{self, HostSpan};
 use crate::stats::{add, COUNTERS};
 use crate::ClResult;
-use mirrorcl_scheduler::{Access, DeviceDesc, Location, Mode, Placement, Scheduler};
+use mirrorcl_scheduler::{Access, Location, Mode, Placement, Scheduler};
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
@@ -468,10 +468,7 @@ fn left_out(cmd: &Command, sched: &Scheduler<Arc<Event>>) -> bool {
     let platform = crate::platform::platform();
     let device = &cmd.queue.device;
     let placement = Placement {
-        device: DeviceDesc {
-            owner: device.owner,
-            group: device.owner_group,
-        },
+        device: device.scheduled(),
         at_host: cmd.at_host,
         fills_host: cmd.fills_host.is_some(),
     };

@@ -362,6 +362,7 @@ impl Rank {
         let desc = c.sched.device(cmd.device).unwrap_or(DeviceDesc {
             owner: u32::MAX,
             group: u32::MAX,
+            ranges_apart: false,
         });
         // Wait-list statuses (`learn_wait_list_statuses`), before the queueing decision:
         // the owner of each waited command sends its status to every rank that runs this

@@ -6,7 +6,7 @@
 //! ```text
 //! # mirrorcl-record 1
 //! ranks SIZE RANK
-//! device CTX INDEX OWNER GROUP
+//! device CTX INDEX OWNER GROUP [apart]      apart: DeviceDesc::ranges_apart
 //! buffer CTX ID SIZE INIT                  INIT: host | none | device:INDEX
 //! attach CTX BUFFER DEVICE
 //! release CTX BUFFER
@@ -52,7 +52,8 @@ pub fn access_field(a: &Access) -> String {
 pub fn line(ctx: u64, item: &Item) -> String {
     match item {
         Item::Device { index, desc } => {
-            format!("device {ctx} {index} {} {}", desc.owner, desc.group)
+            let apart = if desc.ranges_apart { " apart" } else { "" };
+            format!("device {ctx} {index} {} {}{apart}", desc.owner, desc.group)
         }
         Item::Buffer { id, size, initial } => {
             let init = match initial {
@@ -110,6 +111,11 @@ fn parse_item(fields: &[&str]) -> Result<(u64, Item), String> {
             desc: DeviceDesc {
                 owner: num(it.next(), "owner")?,
                 group: num(it.next(), "group")?,
+                ranges_apart: match it.next() {
+                    None => false,
+                    Some("apart") => true,
+                    Some(x) => return Err(format!("bad device flag {x:?}")),
+                },
             },
         },
         "buffer" => Item::Buffer {
@@ -248,10 +254,11 @@ impl Recording {
     pub fn emit(&self, ranks: u32, out: &mut dyn FnMut(u64, &Item)) {
         for (ctx, item) in &self.items {
             match item {
-                Item::Device { index, .. } if ranks != self.ranks => {
+                Item::Device { index, desc } if ranks != self.ranks => {
                     let desc = DeviceDesc {
                         owner: index % ranks,
                         group: 0,
+                        ranges_apart: desc.ranges_apart,
                     };
                     out(
                         *ctx,
@@ -278,7 +285,11 @@ mod tests {
                 3,
                 Item::Device {
                     index: 2,
-                    desc: DeviceDesc { owner: 1, group: 7 },
+                    desc: DeviceDesc {
+                        owner: 1,
+                        group: 7,
+                        ranges_apart: true,
+                    },
                 },
             ),
             (

@@ -63,6 +63,7 @@ fn devices(n: u32, per_rank: u32, out: &mut dyn FnMut(u64, &Item)) {
         let desc = DeviceDesc {
             owner: d / per_rank,
             group: 0,
+            ranges_apart: false,
         };
         out(0, &Item::Device { index: d, desc });
     }
