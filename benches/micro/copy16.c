@@ -14,24 +14,10 @@
  */
 #include "../../tests/c/check.h"
 
-#include <time.h>
 
 static const char *kSrc =
     "__kernel void fill(__global uint *s, uint it)\n"
     "{ size_t i = get_global_id(0); s[i] = it * 0x9e3779b9u ^ (uint)i; }\n";
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(void)
 {
@@ -60,19 +46,18 @@ int main(void)
         MUST(clSetKernelArg(k, 1, sizeof it, &it));
         MUST(clEnqueueNDRangeKernel(q0, k, 1, NULL, &four, NULL, 0, NULL, NULL));
         MUST(clFinish(q0));
-        double t0 = now_us();
+        double t0 = ct_now_us();
         MUST(clEnqueueCopyBuffer(q1, src, dst, 0, 0, 16, 0, NULL, NULL));
         MUST(clFinish(q1));
-        took[it] = now_us() - t0;
+        took[it] = ct_now_us() - t0;
     }
     uint32_t got[4], want[4];
     MUST(clEnqueueReadBuffer(q1, dst, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL));
     for (uint32_t i = 0; i < 4; i++)
         want[i] = (iters - 1) * 0x9e3779b9u ^ i;
     CHECK_MEM(got, want, 4, sizeof(uint32_t), "dst after the last copy");
-    qsort(took, iters, sizeof *took, by_value);
     printf("  %u copies of 16 B from device 0 to device 1 + clFinish: median %.1f us\n", iters,
-           took[iters / 2]);
+           ct_median(took, iters));
     free(took);
     clReleaseMemObject(src);
     clReleaseMemObject(dst);

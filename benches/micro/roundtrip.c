@@ -14,28 +14,8 @@
  */
 #include "../../tests/c/check.h"
 
-#include <time.h>
 
 static const char *kSrc = "__kernel void bump(__global uint *s) { s[get_global_id(0)] += 1u; }\n";
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof *t, by_value);
-    return t[n / 2];
-}
 
 int main(void)
 {
@@ -63,7 +43,7 @@ int main(void)
         for (int i = -iters / 10; i < iters; i++) {
             for (int j = 0; j < 4; j++)
                 w[j] = (uint32_t)(i * 4 + j + fig * 77);
-            double t0 = now_us();
+            double t0 = ct_now_us();
             if (fig == 0) {
                 MUST(clEnqueueNDRangeKernel(q, k, 1, NULL, &one, NULL, 0, NULL, NULL));
                 MUST(clFinish(q));
@@ -72,7 +52,7 @@ int main(void)
             } else {
                 MUST(clEnqueueReadBuffer(q, buf, CL_TRUE, 0, 16, r, 0, NULL, NULL));
             }
-            double t1 = now_us();
+            double t1 = ct_now_us();
             if (i >= 0)
                 t[i] = t1 - t0;
             if (fig == 1) {
@@ -80,20 +60,20 @@ int main(void)
                 CHECK_MEM(r, w, 4, sizeof *w, "16 bytes read back after a blocking write");
             }
         }
-        result[fig] = median(t, iters);
+        result[fig] = ct_median(t, (size_t)iters);
     }
     /* The buffer holds w of the last read's iteration; every bump adds one to word 0. */
     MUST(clEnqueueReadBuffer(q, buf, CL_TRUE, 0, 16, w, 0, NULL, NULL));
     int bursts = 10;
     double *b = malloc(sizeof(double) * (size_t)bursts);
     for (int i = 0; i < bursts; i++) {
-        double t0 = now_us();
+        double t0 = ct_now_us();
         for (int j = 0; j < burst; j++)
             MUST(clEnqueueNDRangeKernel(q, k, 1, NULL, &one, NULL, 0, NULL, NULL));
         MUST(clFinish(q));
-        b[i] = (now_us() - t0) / burst;
+        b[i] = (ct_now_us() - t0) / burst;
     }
-    result[3] = median(b, bursts);
+    result[3] = ct_median(b, (size_t)bursts);
     MUST(clEnqueueReadBuffer(q, buf, CL_TRUE, 0, 16, r, 0, NULL, NULL));
     CHECK_EQ(r[0], w[0] + (uint32_t)(bursts * burst));
     for (int fig = 0; fig < 3; fig++)

@@ -1174,18 +1174,7 @@ fn released_buffers_are_ignored() {
 fn thesis_figure_iv3_cannot_deadlock() {
     let scn = Scenario {
         ranks: 2,
-        devices: vec![
-            DeviceDesc {
-                owner: 0,
-                group: 0,
-                ranges_apart: false,
-            },
-            DeviceDesc {
-                owner: 1,
-                group: 0,
-                ranges_apart: false,
-            },
-        ],
+        devices: vec![common::device(0, 0), common::device(1, 0)],
         streams: vec![1, 1],
         buffers: vec![(8, true)],
         commands: vec![
@@ -1245,18 +1234,7 @@ fn a_host_reader_is_not_forgotten_for_a_step_of_another_rank() {
     };
     let scn = Scenario {
         ranks: 2,
-        devices: vec![
-            DeviceDesc {
-                owner: 0,
-                group: 0,
-                ranges_apart: false,
-            },
-            DeviceDesc {
-                owner: 1,
-                group: 0,
-                ranges_apart: false,
-            },
-        ],
+        devices: vec![common::device(0, 0), common::device(1, 0)],
         streams: vec![1, 1],
         buffers: vec![(4, true)],
         commands: vec![
@@ -1373,18 +1351,7 @@ fn a_buffer_attached_to_another_ranks_device_moves_from_and_back_to_it() {
     };
     let scn = Scenario {
         ranks: 2,
-        devices: vec![
-            DeviceDesc {
-                owner: 0,
-                group: 0,
-                ranges_apart: false,
-            },
-            DeviceDesc {
-                owner: 1,
-                group: 0,
-                ranges_apart: false,
-            },
-        ],
+        devices: vec![common::device(0, 0), common::device(1, 0)],
         streams: vec![1, 1],
         buffers: vec![(16, true), (8, false)],
         commands: vec![
@@ -1494,21 +1461,9 @@ fn leaving_out_a_command_that_stages_through_the_host_copy_loses_a_broadcast() {
     let scn = Scenario {
         ranks: 2,
         devices: vec![
-            DeviceDesc {
-                owner: 0,
-                group: 0,
-                ranges_apart: false,
-            },
-            DeviceDesc {
-                owner: 0,
-                group: 1,
-                ranges_apart: false,
-            },
-            DeviceDesc {
-                owner: 1,
-                group: 0,
-                ranges_apart: false,
-            },
+            common::device(0, 0),
+            common::device(0, 1),
+            common::device(1, 0),
         ],
         streams: vec![1, 1, 1],
         buffers: vec![(4, true)],

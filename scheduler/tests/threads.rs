@@ -647,18 +647,7 @@ fn two_threads_two_orders() -> (Scenario, Vec<Vec<usize>>) {
     };
     let scn = Scenario {
         ranks: 2,
-        devices: vec![
-            DeviceDesc {
-                owner: 0,
-                group: 0,
-                ranges_apart: false,
-            },
-            DeviceDesc {
-                owner: 1,
-                group: 0,
-                ranges_apart: false,
-            },
-        ],
+        devices: vec![common::device(0, 0), common::device(1, 0)],
         buffers: vec![(2, true), (4, false), (4, false)],
         threads: vec![
             Thread {

@@ -506,4 +506,25 @@ CT_FN float ct_randf(void)
     return ((float)(int32_t)ct_rand()) / 2147483648.0f * 1000.0f;
 }
 
+/* Timing for the microbenchmarks: the monotonic clock in µs, and the median of n times
+ * (sorts them). */
+CT_FN double ct_now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int ct_by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+CT_FN double ct_median(double *t, size_t n)
+{
+    qsort(t, n, sizeof *t, ct_by_value);
+    return t[n / 2];
+}
+
 #endif

@@ -46,6 +46,16 @@ impl Rng {
     }
 }
 
+/// A device of `owner`'s vendor context `group` that conflicts whole within a thread
+/// (PoCL's rule: `DeviceDesc::ranges_apart` off).
+pub fn device(owner: u32, group: u32) -> DeviceDesc {
+    DeviceDesc {
+        owner,
+        group,
+        ranges_apart: false,
+    }
+}
+
 pub fn reads(m: Mode) -> bool {
     matches!(m, Mode::Read | Mode::ReadWrite)
 }
