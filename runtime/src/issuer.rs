@@ -176,6 +176,25 @@ enum Message {
 
 pub struct Issuer {
     tx: Sender<Message>,
+    shared: Arc<Shared>,
+    spin: Duration,
+}
+
+/// What an issuer shares with the threads that hand it jobs.
+#[derive(Default)]
+struct Shared {
+    /// Held while jobs run: by the issuer thread for a batch, or by a thread that runs
+    /// a job itself (`Issuer::send`).
+    running: parking_lot::Mutex<()>,
+    /// Jobs handed to the issuer thread and not run yet (in its channel, or held).
+    pending: std::sync::atomic::AtomicUsize,
+}
+
+impl Shared {
+    fn ran_one(&self) {
+        self.pending
+            .fetch_sub(1, std::sync::atomic::Ordering::Release);
+    }
 }
 
 impl Issuer {
@@ -185,17 +204,41 @@ impl Issuer {
         let (tx, rx) = unbounded::<Message>();
         let spin = crate::platform::platform().config.spin();
         let wake = tx.clone();
+        let shared = Arc::new(Shared::default());
+        let theirs = shared.clone();
         std::thread::Builder::new()
             .name(name)
             .spawn(move || {
                 crate::replica::mark_runtime_thread();
-                run(rx, wake, spin, hold_always)
+                run(rx, wake, spin, hold_always, &theirs)
             })
             .expect("spawning an issuer thread");
-        Issuer { tx }
+        Issuer { tx, shared, spin }
     }
 
+    /// Hands `job` to the issuer thread, in schedule order (the caller holds the
+    /// scheduler lock). Where that thread would have to be woken for it (it cannot spin:
+    /// the cores are taken, or spinning is off) and it has nothing else to run, the
+    /// caller runs the job itself: four PoCL devices on two cores paid a context switch
+    /// per command of a solver. Not a blocking job (it would block here, with the
+    /// scheduler lock held), nor one whose dependencies the vendor cannot wait on yet.
     pub fn send(&self, job: Job) {
+        use std::sync::atomic::Ordering;
+        let inline = !job.info.blocking
+            && (self.spin.is_zero() || !crate::spin::core_free())
+            && job.info.ready();
+        if inline {
+            if let Some(_running) = self.shared.running.try_lock() {
+                // Under the lock: every job handed over before has run.
+                if self.shared.pending.load(Ordering::Acquire) == 0 {
+                    let mut state = IssuerState::default();
+                    run_job(job, crate::trace::begin(), false, &mut state);
+                    state.flush();
+                    return;
+                }
+            }
+        }
+        self.shared.pending.fetch_add(1, Ordering::AcqRel);
         // The issuer only stops when the process exits, so the channel stays open.
         let _ = self.tx.send(Message::Job((job, crate::trace::begin())));
     }
@@ -310,13 +353,21 @@ pub fn forget_watched() {
     }
 }
 
-fn run(rx: Receiver<Message>, wake: Sender<Message>, spin: Duration, hold_always: bool) {
+fn run(
+    rx: Receiver<Message>,
+    wake: Sender<Message>,
+    spin: Duration,
+    hold_always: bool,
+    shared: &Shared,
+) {
     WATCHED.with(|w| *w.borrow_mut() = Some(Watching::default()));
     let mut state = IssuerState::default();
     let mut batch: Vec<Handed> = Vec::new();
     let mut held = Held::default();
     loop {
-        match next_message(&rx, spin) {
+        let message = next_message(&rx, spin);
+        let _running = shared.running.lock();
+        match message {
             Some(Message::Job(job)) => batch.push(job),
             Some(Message::Wake) => {
                 if crate::trace::on() {
@@ -331,24 +382,33 @@ fn run(rx: Receiver<Message>, wake: Sender<Message>, spin: Duration, hold_always
             }
         }
         // Held jobs came first: they go before the batch when they can.
-        held.release(&mut state);
+        held.release(&mut state, shared);
         // Holding costs a wake-up of this thread per release unless it spins. With the
         // cores taken, a vendor that waits on user events in its own worker (PoCL) is
         // the cheaper hand-off; NVIDIA, with thousands of commands waiting on user
         // events, took 7 ms per IV.7.2 iteration instead of 0.2.
         let hold = hold_always || (!spin.is_zero() && crate::spin::core_free());
+        if !hold {
+            // Jobs held while a core was free go now, through bridges, before the
+            // batch: a blocking job of the batch would otherwise block this thread in
+            // the vendor, waiting for a held one (through a bridge) that only this
+            // thread can issue (`images` and `pingpong` with a vendor context per
+            // device hung so on PoCL, about one run in ten).
+            held.release_all(&mut state, shared);
+        }
         let share = sharing(&batch);
         for ((job, handed), share) in batch.drain(..).zip(share) {
             if held.holds_queue(job.info.vqueue) || (hold && !job.info.ready()) {
                 held.hold(job, handed, &wake);
             } else {
                 run_job(job, handed, share, &mut state);
+                shared.ran_one();
                 // A long batch must not hold back what the vendor finished meanwhile.
                 poll_watched();
             }
         }
         // A job of the batch may be what a held one waited for.
-        held.release(&mut state);
+        held.release(&mut state, shared);
         state.flush();
     }
 }
@@ -403,7 +463,18 @@ impl Held {
     /// (one may be what another waited for). Without a later job of their batch to back
     /// them, they take vendor events of their own. Transfer writes go after the other
     /// ready jobs (`JobInfo::late`).
-    fn release(&mut self, state: &mut IssuerState) {
+    /// Issues every held job, in order on each queue, ready or not (the vendor waits
+    /// for the rest through bridges).
+    fn release_all(&mut self, state: &mut IssuerState, shared: &Shared) {
+        for (_, jobs) in self.queues.drain(..) {
+            for (job, handed) in jobs {
+                run_job(job, handed, false, state);
+                shared.ran_one();
+            }
+        }
+    }
+
+    fn release(&mut self, state: &mut IssuerState, shared: &Shared) {
         loop {
             let mut progressed = false;
             for late in [false, true] {
@@ -414,6 +485,7 @@ impl Held {
                     {
                         let (job, handed) = jobs.pop_front().expect("a first job");
                         run_job(job, handed, false, state);
+                        shared.ran_one();
                         progressed = true;
                     }
                 }
