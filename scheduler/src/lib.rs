@@ -1060,15 +1060,7 @@ mod tests {
         // On a device that does not keep them apart, disjoint bytes conflict.
         s.set_thread(0);
         let d1 = Location::Device(1);
-        let c = s.create_buffer(16, None);
-        let acc = |range, mode| {
-            [Access {
-                buffer: c,
-                range,
-                mode,
-                aliased: false,
-            }]
-        };
+        let acc = access_to(s.create_buffer(16, None));
         assert!(s
             .schedule(d1, 8, &acc(0..8, Mode::Write), &17, no_steps)
             .is_empty());
