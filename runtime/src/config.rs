@@ -79,6 +79,11 @@ pub struct RuntimeSettings {
     /// Compare what every replica feeds the runtime at synchronisation points
     /// (`MIRRORCL_VERIFY=1`).
     pub verify: bool,
+    /// Whether a thread that would wait for a command issues it itself when its device's
+    /// issuer thread has nothing before it (a blocking read or write, the first command
+    /// after a wait; `MIRRORCL_CALLER_ISSUES`): "auto" (for devices whose work does not
+    /// run on the host's cores: not CPU devices), "on" or "off".
+    pub caller_issues: CallerIssues,
     /// This rank's host identity (`MIRRORCL_HOST`, per rank, never from the file): ranks
     /// with the same identity split that host's devices among themselves. Empty: the
     /// hostname, with MPI's shared-memory grouping. Set it where hostnames do not tell
@@ -94,6 +99,15 @@ pub enum Variant {
     Attach,
     #[default]
     Full,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallerIssues {
+    #[default]
+    Auto,
+    On,
+    Off,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -130,6 +144,7 @@ impl Default for RuntimeSettings {
             trace: String::new(),
             record: String::new(),
             verify: false,
+            caller_issues: CallerIssues::Auto,
             host: String::new(),
         }
     }
@@ -229,6 +244,14 @@ impl Config {
                 "per-rank" => CpuSharing::PerRank,
                 "split" => CpuSharing::Split,
                 _ => return Err(format!("MIRRORCL_CPU_DEVICES={v}: use per-rank or split")),
+            };
+        }
+        if let Some(v) = env("MIRRORCL_CALLER_ISSUES") {
+            config.runtime.caller_issues = match v.as_str() {
+                "auto" => CallerIssues::Auto,
+                "on" | "1" => CallerIssues::On,
+                "off" | "0" => CallerIssues::Off,
+                _ => return Err(format!("MIRRORCL_CALLER_ISSUES={v}: use auto, on or off")),
             };
         }
         if let Some(v) = env("MIRRORCL_MPI") {

@@ -423,6 +423,11 @@ impl Event {
         }
     }
 
+    /// Whether anything waits for its completion by callback yet.
+    pub fn awaited(&self) -> bool {
+        !self.state.lock().callbacks.is_empty()
+    }
+
     /// Application callbacks run where the vendor calls back, never on an issuer.
     pub fn has_user_callbacks(&self) -> bool {
         (self.state.lock().callbacks.iter()).any(|c| matches!(c, Callback::User { .. }))
@@ -658,6 +663,11 @@ impl Event {
     /// waits inside the vendor once the command has reached it (the vendor's own wake-up
     /// path, as fast as a native wait), or parks until it does.
     pub fn wait(self: &Arc<Self>) -> cl_int {
+        if let Some(q) = self.queue() {
+            if q.device.local() {
+                q.device.issuer().note_waited();
+            }
+        }
         if self.is_done() {
             self.host_waited();
             return self.status();

@@ -206,6 +206,7 @@ pub fn rw_rect(
                 q.read_write_rect(
                     &*m?,
                     write,
+                    blocks_in_vendor(blocking),
                     &buf,
                     &host,
                     &region,

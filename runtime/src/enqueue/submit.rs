@@ -13,6 +13,7 @@ use crate::config::Variant;
 use crate::context::new_stream;
 use crate::device::Device;
 use crate::event::{command_name, Event};
+use crate::issuer::Inline;
 use crate::memory::Buffer;
 use crate::node::What;
 use crate::queue::Queue;
@@ -182,8 +183,17 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         Some(_) => work,
     };
     queue.record(event.clone());
-    let host_work = route(&cmd, work, &event, &accesses, Deps { all: deps, failing });
+    let routed = route(&cmd, work, &event, &accesses, Deps { all: deps, failing });
     drop(sched);
+    let host_work = match routed {
+        Routed::Here(inline) => {
+            if let Some(job) = inline {
+                job.run();
+            }
+            None
+        }
+        Routed::Bookkeeping(deps) => Some(deps),
+    };
     // Completions run callbacks (the application's among them): never under the lock.
     if let Some(Deps { all, .. }) = host_work {
         event.complete_after_ordered(all, host_failing);
@@ -296,17 +306,20 @@ fn scheduled_accesses(cmd: &Command, event: &Event) -> Vec<Access> {
     accesses
 }
 
+/// What became of a routed command.
+enum Routed {
+    /// Issued or received here; a blocking vendor command may be for the caller to run
+    /// once it has released the scheduler lock.
+    Here(Option<Inline>),
+    /// Bookkeeping: it completes after these dependencies, once the lock is released.
+    Bookkeeping(Deps),
+}
+
 /// Where a planned command goes, under the scheduler lock: to its device's issuer when
 /// it runs here (a read in a cluster also sends its bytes down the relay to every rank),
-/// or, for another rank's read, a receive of its bytes (passed on down the relay). Otherwise it is bookkeeping here: its
-/// dependencies are returned, to complete it after them once the lock is released.
-fn route(
-    cmd: &Command,
-    work: Work,
-    event: &Arc<Event>,
-    accesses: &[Access],
-    deps: Deps,
-) -> Option<Deps> {
+/// or, for another rank's read, a receive of its bytes (passed on down the relay).
+/// Otherwise it is bookkeeping here.
+fn route(cmd: &Command, work: Work, event: &Arc<Event>, accesses: &[Access], deps: Deps) -> Routed {
     let (queue, device) = (&cmd.queue, &cmd.queue.device);
     let node = crate::node::node();
     let shared_read = cmd.fills_host.filter(|_| node.is_cluster());
@@ -330,8 +343,7 @@ fn route(
     match (work, runs_here, shared_read) {
         (Work::Vendor(f), true, None) => {
             add(&COUNTERS.commands_issued, 1);
-            issue(device, issued(event.clone(), f, deps));
-            None
+            Routed::Here(issue(device, issued(event.clone(), f, deps)))
         }
         (Work::Vendor(f), true, Some(span)) => {
             add(&COUNTERS.commands_issued, 1);
@@ -340,8 +352,7 @@ fn route(
             event.set_outlives_vendor();
             let peers = remote::relay(device.owner, span.len() as u64, 1).to;
             remote::send_when_done(&read, event.clone(), peers, span, what(), None);
-            issue(device, issued(read, f, deps));
-            None
+            Routed::Here(issue(device, issued(read, f, deps)))
         }
         (Work::Vendor(_), false, Some(span)) => {
             let relay = remote::relay(device.owner, span.len() as u64, 1);
@@ -365,10 +376,10 @@ fn route(
             if !forward.is_empty() {
                 remote::send_when_done(&received, event.clone(), forward, span, what(), None);
             }
-            None
+            Routed::Here(None)
         }
         // Another rank's command, or one on the host copy: bookkeeping here.
-        (Work::Vendor(_), false, None) | (Work::Host, _, _) => Some(deps),
+        (Work::Vendor(_), false, None) | (Work::Host, _, _) => Routed::Bookkeeping(deps),
     }
 }
 

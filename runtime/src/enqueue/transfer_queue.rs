@@ -137,7 +137,9 @@ fn issue_transfer(
 ) -> Arc<Event> {
     let event = Event::new(ctx.clone(), None, command_type, tq.stream);
     event.keep(root.clone());
-    issue(
+    // Issued while the scheduler lock is held: a job that comes back to run here does not
+    // block (a transfer step never does).
+    if let Some(job) = issue(
         device,
         VendorCommand {
             group: device.group,
@@ -151,6 +153,8 @@ fn issue_transfer(
             keep_queue: None,
             blocking: false,
         },
-    );
+    ) {
+        job.run();
+    }
     event
 }

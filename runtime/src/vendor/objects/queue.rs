@@ -135,6 +135,7 @@ impl VQueue {
         &self,
         mem: &VMem,
         write: bool,
+        blocking: bool,
         buffer: &Rect,
         host_side: &Rect,
         region: &[usize; 3],
@@ -151,7 +152,7 @@ impl VQueue {
                     f(
                         self.raw(),
                         mem.raw(),
-                        CL_FALSE,
+                        blocking as cl_bool,
                         b.origin.as_ptr(),
                         h.origin.as_ptr(),
                         region.as_ptr(),
@@ -174,7 +175,7 @@ impl VQueue {
                     f(
                         self.raw(),
                         mem.raw(),
-                        CL_FALSE,
+                        blocking as cl_bool,
                         b.origin.as_ptr(),
                         h.origin.as_ptr(),
                         region.as_ptr(),
