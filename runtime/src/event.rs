@@ -455,6 +455,12 @@ impl Event {
         }
     }
 
+    /// Whether the vendor reports the command complete (whether or not this event knows
+    /// yet).
+    pub fn vendor_complete(&self) -> bool {
+        self.vendor_final() == Some(CL_COMPLETE)
+    }
+
     /// The vendor event's final status, if the vendor is done with it.
     fn vendor_final(&self) -> Option<cl_int> {
         match self.vendor()?.ev.status() {

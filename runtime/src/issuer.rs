@@ -510,10 +510,6 @@ impl Held {
         }
     }
 
-    /// Issues the held jobs that became ready, in order on each queue, until none does
-    /// (one may be what another waited for). Without a later job of their batch to back
-    /// them, they take vendor events of their own. Transfer writes go after the other
-    /// ready jobs (`JobInfo::late`).
     /// Issues every held job, in order on each queue, ready or not (the vendor waits
     /// for the rest through bridges).
     fn release_all(&mut self, state: &mut IssuerState, shared: &Shared) {
@@ -525,27 +521,30 @@ impl Held {
         }
     }
 
+    /// Issues the held jobs that became ready, in order on each queue, until none does
+    /// (one may be what another waited for). Without a later job of their batch to back
+    /// them, they take vendor events of their own. Across queues the oldest ready job
+    /// goes first, transfer writes after the others (`JobInfo::late`): a stencil's
+    /// boundary read, which the neighbour waits for, went after the next step's copy and
+    /// kernel of the application queue, some 11 µs later on an H100.
     fn release(&mut self, state: &mut IssuerState, shared: &Shared) {
         loop {
-            let mut progressed = false;
-            for late in [false, true] {
-                for (_, jobs) in self.queues.iter_mut() {
-                    while jobs
-                        .front()
-                        .is_some_and(|(job, _)| job.info.late == late && job.info.ready())
-                    {
-                        let (job, handed) = jobs.pop_front().expect("a first job");
-                        run_job(job, handed, false, state);
-                        shared.ran_one();
-                        progressed = true;
-                    }
-                }
-            }
-            self.queues.retain(|(_, jobs)| !jobs.is_empty());
-            if !progressed {
-                return;
-            }
+            let next = (self.queues.iter().enumerate())
+                .filter_map(|(i, (_, jobs))| {
+                    let (job, _) = jobs.front()?;
+                    job.info.ready().then_some((job.info.late, job.info.seq, i))
+                })
+                .min();
+            let Some((_, _, i)) = next else { break };
+            let (job, handed) = self.queues[i].1.pop_front().expect("a first job");
+            run_job(job, handed, false, state);
+            shared.ran_one();
+            // As in a batch: ten held jobs released after a receive took 120 µs of
+            // vendor calls on an H100, and a boundary read done after the third was
+            // seen 70 µs late.
+            poll_watched();
         }
+        self.queues.retain(|(_, jobs)| !jobs.is_empty());
     }
 }
 

@@ -135,7 +135,13 @@ impl VendorCommand {
             let traced = crate::trace::begin();
             let vev = f(&vqueue, &waits.list, !share && !done_on_return);
             if traced != 0 {
-                crate::trace::span("vendor", "vendor call", traced, crate::trace_args![]);
+                let n = waits.list.len();
+                crate::trace::span(
+                    "vendor",
+                    "vendor call",
+                    traced,
+                    crate::trace_args![("waits", n)],
+                );
             }
             let vev = vev?;
             Ok::<_, cl_int>((vqueue, vctx.key(), vev))
@@ -210,6 +216,16 @@ impl VendorWaits {
                 // Issued in this context, or a join of such commands: their events.
                 let first = waits.stand_ins.len();
                 dep.vendor_stand_ins(stream, &mut waits.stand_ins);
+                // One the vendor finished leaves the list: each event of another queue
+                // costs NVIDIA a wait between its streams.
+                let mut i = first;
+                while i < waits.stand_ins.len() {
+                    if waits.stand_ins[i].vendor_complete() {
+                        waits.stand_ins.swap_remove(i);
+                    } else {
+                        i += 1;
+                    }
+                }
                 let stand_ins = &waits.stand_ins[first..];
                 (waits.list).extend(stand_ins.iter().filter_map(|e| Some(e.vendor()?.ev.raw())));
                 continue;
