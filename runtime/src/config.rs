@@ -79,10 +79,10 @@ pub struct RuntimeSettings {
     /// Compare what every replica feeds the runtime at synchronisation points
     /// (`MIRRORCL_VERIFY=1`).
     pub verify: bool,
-    /// Whether a thread that would wait for a command issues it itself when its device's
-    /// issuer thread has nothing before it (a blocking read or write, the first command
-    /// after a wait; `MIRRORCL_CALLER_ISSUES`): "auto" (for devices whose work does not
-    /// run on the host's cores: not CPU devices), "on" or "off".
+    /// Which commands the thread that enqueues them issues itself, when its device's
+    /// issuer thread has nothing before it (`MIRRORCL_CALLER_ISSUES`): "auto" ("waited"
+    /// for devices whose work does not run on the host's cores, "idle" for CPU
+    /// devices), "waited", "idle" or "off" (see [`CallerIssues`]).
     pub caller_issues: CallerIssues,
     /// This rank's host identity (`MIRRORCL_HOST`, per rank, never from the file): ranks
     /// with the same identity split that host's devices among themselves. Empty: the
@@ -101,12 +101,24 @@ pub enum Variant {
     Full,
 }
 
+/// Which commands the enqueuing thread issues itself when the device's issuer thread has
+/// nothing before it; always, besides, a command that does not block where the issuer
+/// thread would have to be woken for it (it cannot spin).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CallerIssues {
+    /// `Waited` for GPUs and accelerators, `Idle` for CPU devices.
     #[default]
     Auto,
-    On,
+    /// A command the thread will wait for: a blocking read or write, or the first
+    /// command after it waited for the device. Other commands go to the issuer thread,
+    /// whose vendor calls then overlap with the enqueuing.
+    Waited,
+    /// Every command that does not block. For a CPU device, whose work takes the host's
+    /// cores anyway: a hand-off to another thread costs a core's time and often a
+    /// wake-up there.
+    Idle,
+    /// None beyond the rule for an issuer thread that cannot spin.
     Off,
 }
 
@@ -249,9 +261,14 @@ impl Config {
         if let Some(v) = env("MIRRORCL_CALLER_ISSUES") {
             config.runtime.caller_issues = match v.as_str() {
                 "auto" => CallerIssues::Auto,
-                "on" | "1" => CallerIssues::On,
+                "waited" => CallerIssues::Waited,
+                "idle" => CallerIssues::Idle,
                 "off" | "0" => CallerIssues::Off,
-                _ => return Err(format!("MIRRORCL_CALLER_ISSUES={v}: use auto, on or off")),
+                _ => {
+                    return Err(format!(
+                        "MIRRORCL_CALLER_ISSUES={v}: use auto, waited, idle or off"
+                    ))
+                }
             };
         }
         if let Some(v) = env("MIRRORCL_MPI") {

@@ -778,8 +778,38 @@ impl Event {
         for line in node.pending_report() {
             report.push_str(&format!("\n  still waiting: {line}"));
         }
+        self.report_unfinished_deps(&mut report, 2);
         crate::diag!("{report}\nMirrorCL: aborting the job.");
         node.abort();
+    }
+
+    /// The commands it waits for that are not done, and theirs (`depth` levels below
+    /// the first), for a deadline report: whether each reached its vendor tells a
+    /// command held back from one stuck inside the vendor.
+    fn report_unfinished_deps(&self, report: &mut String, depth: usize) {
+        let deps: Vec<Arc<Event>> = (self.state.lock().waits_for.iter())
+            .filter_map(Weak::upgrade)
+            .filter(|d| !d.is_done())
+            .collect();
+        for d in deps.iter().take(8) {
+            let indent = "  ".repeat(3 - depth.min(2));
+            report.push_str(&format!(
+                "\n  {indent}waits for command #{} ({}{}), status {}, {}",
+                d.seq,
+                command_name(d.command_type),
+                d.queue()
+                    .map(|q| format!(" on device {}", q.device.index))
+                    .unwrap_or_default(),
+                d.status(),
+                match d.vendor() {
+                    Some(v) => format!("in the vendor (its status {:?})", v.ev.status()),
+                    None => "not issued".into(),
+                }
+            ));
+            if depth > 0 {
+                d.report_unfinished_deps(report, depth - 1);
+            }
+        }
     }
 
     /// Profiling information: the vendor's timestamps when the command ran on a vendor

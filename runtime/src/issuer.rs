@@ -3,6 +3,7 @@
 //! vendor queues it touched are flushed, so bursts are submitted together.
 
 use crate::cl::*;
+use crate::config::CallerIssues;
 use crate::event::{Event, VendorEvent};
 use crate::vendor::{ContextKey, VEvent, VQueue};
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
@@ -138,6 +139,8 @@ pub struct JobInfo {
     /// The command's type and sequence number, for the trace.
     pub command_type: cl_command_type,
     pub seq: u64,
+    /// Its place in the order jobs are handed to the issuers (`Held`).
+    pub order: u64,
 }
 
 /// Runs a job; the flag says whether it shares a later command's vendor event.
@@ -181,8 +184,8 @@ pub struct Issuer {
     tx: Sender<Message>,
     shared: Arc<Shared>,
     spin: Duration,
-    /// The handing thread may issue a job it would otherwise wait for (`send`).
-    caller_may_issue: bool,
+    /// Which jobs the handing thread issues itself (`send`): `Waited`, `Idle` or `Off`.
+    policy: CallerIssues,
     /// A host thread waited for a command of this device since the last job was
     /// handed over: the program goes one command at a time (`send`).
     waited: std::sync::atomic::AtomicBool,
@@ -207,8 +210,8 @@ impl Shared {
 
 impl Issuer {
     /// `hold_always`: hold jobs whose dependencies the vendor cannot wait on even when
-    /// this thread cannot spin (see `run`). `caller_may_issue`: see `send`.
-    pub fn spawn(name: String, hold_always: bool, caller_may_issue: bool) -> Issuer {
+    /// this thread cannot spin (see `run`). `policy`: see `send`.
+    pub fn spawn(name: String, hold_always: bool, policy: CallerIssues) -> Issuer {
         let (tx, rx) = unbounded::<Message>();
         let spin = crate::platform::platform().config.spin();
         let wake = tx.clone();
@@ -225,14 +228,14 @@ impl Issuer {
             tx,
             shared,
             spin,
-            caller_may_issue,
+            policy,
             waited: Default::default(),
         }
     }
 
     /// A host thread waited for one of this device's commands.
     pub fn note_waited(&self) {
-        if self.caller_may_issue {
+        if self.policy == CallerIssues::Waited {
             self.waited
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
@@ -245,19 +248,23 @@ impl Issuer {
     /// - where that thread would have to be woken for it (it cannot spin: the cores are
     ///   taken, or spinning is off), a job that does not block: four PoCL devices on two
     ///   cores paid a context switch per command of a solver;
-    /// - where the issuer allows it (`caller_may_issue`: the device's work does not run
-    ///   on the host's cores), an application command the caller will wait for: a
-    ///   blocking one, or the first after the program waited for this device (it goes
-    ///   one command at a time; a burst of enqueues still overlaps with this thread's
-    ///   vendor calls), unless something already awaits its completion
-    ///   (`JobInfo::caller_may_run`). On an H100 a kernel + `clFinish` took 20.4–22.3
-    ///   µs so against 26.3–27.5, and a 16-byte blocking write 9.1–11.5 against 12–13.
+    /// - as the issuer's policy says (`CallerIssues`): `Idle`, any job that does not
+    ///   block; `Waited`, an application command the caller will wait for, a blocking
+    ///   one or the first after the program waited for this device, unless something
+    ///   already awaits its completion (`JobInfo::caller_may_run`). On an H100 a kernel
+    ///   and `clFinish` took 20.4–22.3 µs so against 26.3–27.5, and a 16-byte blocking
+    ///   write 9.1–11.5 against 12–13.
     pub fn send(&self, job: Job) -> Option<Inline> {
         use std::sync::atomic::Ordering;
         let blocking = job.info.blocking;
-        let waited = self.caller_may_issue && self.waited.swap(false, Ordering::Relaxed);
-        let by_caller = (self.caller_may_issue && job.info.caller_may_run && (blocking || waited))
-            || (!blocking && (self.spin.is_zero() || !crate::spin::core_free()));
+        let by_caller = match self.policy {
+            CallerIssues::Waited => {
+                let waited = self.waited.swap(false, Ordering::Relaxed);
+                job.info.caller_may_run && (blocking || waited)
+            }
+            CallerIssues::Idle => !blocking,
+            CallerIssues::Auto | CallerIssues::Off => false,
+        } || (!blocking && (self.spin.is_zero() || !crate::spin::core_free()));
         if by_caller && job.info.ready() {
             if let Some(running) = self.shared.running.try_lock_arc() {
                 // Under the lock: every job handed over before has run.
@@ -449,7 +456,10 @@ fn run(
         }
         let share = sharing(&batch);
         for ((job, handed), share) in batch.drain(..).zip(share) {
-            if held.holds_queue(job.info.vqueue) || (hold && !job.info.ready()) {
+            if held.holds_queue(job.info.vqueue)
+                || (hold && !job.info.ready())
+                || held.blocks_too_soon(&job.info)
+            {
                 held.hold(job, handed, &wake);
             } else {
                 run_job(job, handed, share, &mut state);
@@ -513,12 +523,38 @@ impl Held {
     /// Issues every held job, in order on each queue, ready or not (the vendor waits
     /// for the rest through bridges).
     fn release_all(&mut self, state: &mut IssuerState, shared: &Shared) {
-        for (_, jobs) in self.queues.drain(..) {
-            for (job, handed) in jobs {
-                run_job(job, handed, false, state);
-                shared.ran_one();
-            }
+        // Oldest first across queues: a blocking job among them must find every older
+        // one issued (`blocks_too_soon`).
+        while let Some(i) = self.oldest(|_| true) {
+            let (job, handed) = self.queues[i].1.pop_front().expect("a first job");
+            run_job(job, handed, false, state);
+            shared.ran_one();
         }
+        self.queues.clear();
+    }
+
+    /// The queue whose first job is the oldest of those `eligible` (transfer writes
+    /// after the others: `JobInfo::late`).
+    fn oldest(&self, eligible: impl Fn(&JobInfo) -> bool) -> Option<usize> {
+        (self.queues.iter().enumerate())
+            .filter_map(|(i, (_, jobs))| {
+                let (job, _) = jobs.front()?;
+                eligible(&job.info).then_some((job.info.late, job.info.order, i))
+            })
+            .min()
+            .map(|(_, _, i)| i)
+    }
+
+    /// Whether `job` would block this thread in the vendor while an older job is held
+    /// here: what it waits for may wait, through another device's commands and a
+    /// bridge, for that job, which only this thread can issue. Three PoCL devices with
+    /// a vendor context each hung so (`pingpong`, about one run in fifty on two busy
+    /// cores, before this session's changes too): a blocking read waited for a write,
+    /// the write through a bridge for a read held on this issuer.
+    fn blocks_too_soon(&self, job: &JobInfo) -> bool {
+        job.blocking
+            && (self.queues.iter())
+                .any(|(_, jobs)| jobs.front().is_some_and(|(j, _)| j.info.order < job.order))
     }
 
     /// Issues the held jobs that became ready, in order on each queue, until none does
@@ -529,13 +565,8 @@ impl Held {
     /// kernel of the application queue, some 11 µs later on an H100.
     fn release(&mut self, state: &mut IssuerState, shared: &Shared) {
         loop {
-            let next = (self.queues.iter().enumerate())
-                .filter_map(|(i, (_, jobs))| {
-                    let (job, _) = jobs.front()?;
-                    job.info.ready().then_some((job.info.late, job.info.seq, i))
-                })
-                .min();
-            let Some((_, _, i)) = next else { break };
+            let next = self.oldest(|job| job.ready() && !self.blocks_too_soon(job));
+            let Some(i) = next else { break };
             let (job, handed) = self.queues[i].1.pop_front().expect("a first job");
             run_job(job, handed, false, state);
             shared.ran_one();

@@ -81,16 +81,16 @@ macro_rules! c_program {
                     &[("MIRRORCL_CONTEXT_PER_DEVICE", "1")],
                 );
             }
-            /// The application thread issues the commands it would wait for itself, as
-            /// it does for a GPU (`MIRRORCL_CALLER_ISSUES`, "auto" leaves CPU devices to
-            /// their issuer threads).
+            /// The application thread issues only the commands it would wait for
+            /// itself, as for a GPU (`MIRRORCL_CALLER_ISSUES=waited`; "auto" has it issue
+            /// every command that does not block on these CPU devices).
             #[test]
             fn preload_3dev_caller_issues() {
                 check_program_with(
                     stringify!($prog),
                     Way::Preload,
                     3,
-                    &[("MIRRORCL_CALLER_ISSUES", "on")],
+                    &[("MIRRORCL_CALLER_ISSUES", "waited")],
                 );
             }
         }

@@ -113,13 +113,14 @@ fn stencil_with_separate_vendor_contexts() {
     );
 }
 
-/// The application thread issues the commands it would wait for itself, as it does for
-/// GPUs (`MIRRORCL_CALLER_ISSUES`): blocking reads whose bytes go to every rank, halo
-/// copies after a wait.
+/// The application thread issues only the commands it would wait for itself, as for GPUs
+/// (`MIRRORCL_CALLER_ISSUES=waited`; "auto" has it issue every command that does not
+/// block on CPU devices): blocking reads whose bytes go to every rank, halo copies after
+/// a wait.
 #[test]
 fn caller_issues_in_a_cluster() {
     for program in ["cluster_stencil", "cluster_alltoall", "cluster_vecadd"] {
-        check_cluster(program, 2, 2, &[("MIRRORCL_CALLER_ISSUES", "on")]);
+        check_cluster(program, 2, 2, &[("MIRRORCL_CALLER_ISSUES", "waited")]);
     }
 }
 

@@ -81,6 +81,7 @@ pub fn rw_buffer(
         crate::verify::note("clEnqueueWriteBuffer (data)", &[data]);
     }
     let ptr = ptr as usize;
+    let in_vendor = blocks_in_vendor(blocking, &queue.device);
     let event = submit(
         Command {
             queue: queue.clone(),
@@ -107,7 +108,7 @@ pub fn rw_buffer(
                 q.read_write(
                     &*m?,
                     write,
-                    blocks_in_vendor(blocking),
+                    in_vendor,
                     offset,
                     size,
                     ptr as *mut c_void,
@@ -178,6 +179,7 @@ pub fn rw_rect(
     let ptr = ptr as usize;
     // A rectangle does not cover its span, so a write also needs the bytes in between.
     let mode = if write { Mode::ReadWrite } else { Mode::Read };
+    let in_vendor = blocks_in_vendor(blocking, &queue.device);
     let event = submit(
         Command {
             queue: queue.clone(),
@@ -206,7 +208,7 @@ pub fn rw_rect(
                 q.read_write_rect(
                     &*m?,
                     write,
-                    blocks_in_vendor(blocking),
+                    in_vendor,
                     &buf,
                     &host,
                     &region,

@@ -106,6 +106,7 @@ pub fn rw_image(
         }
         _ => pitches,
     };
+    let in_vendor = blocks_in_vendor(blocking, &queue.device);
     let event = submit(
         Command {
             queue: queue.clone(),
@@ -140,7 +141,7 @@ pub fn rw_image(
                 q.read_write_image(
                     at,
                     write,
-                    blocks_in_vendor(blocking),
+                    in_vendor,
                     &region,
                     vendor_pitches,
                     ptr as *mut c_void,

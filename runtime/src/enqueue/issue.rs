@@ -46,10 +46,19 @@ pub(super) struct VendorCommand {
 /// vendor's fastest path for the host to get the bytes). Not once the program has named
 /// host threads: a device's issuer serves every thread, and one thread's read waiting
 /// there for bytes from another rank would hold up another thread's work that the other
-/// rank waits for; the host thread waits for the event instead.
-pub(super) fn blocks_in_vendor(blocking: bool) -> bool {
-    blocking && !crate::host_threads::several()
+/// rank waits for; the host thread waits for the event instead. Nor where the issuer
+/// issues commands behind bridges (`Device::holds_for_the_vendor`): blocked in the
+/// vendor, behind a command that waits on a bridge, it could not issue what the
+/// bridge's dependency waits for (`pingpong` with a vendor context per PoCL device hung
+/// so about one run in fifty on two busy cores).
+pub(super) fn blocks_in_vendor(blocking: bool, device: &Device) -> bool {
+    blocking && !crate::host_threads::several() && device.holds_for_the_vendor()
 }
+
+/// The order vendor commands are handed to the issuers in (under the scheduler lock:
+/// schedule order). A command's own transfer steps come before it, though their events
+/// were made after its own.
+static ISSUE_ORDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Sends a vendor command to `device`'s issuer; a blocking one may come back for the
 /// caller to run once it has released the scheduler lock (`Issuer::send`).
@@ -80,6 +89,7 @@ pub(super) fn issue(device: &Device, cmd: VendorCommand) -> Option<Inline> {
         caller_may_run: cmd.keep_queue.is_some() && (cmd.blocking || !cmd.event.awaited()),
         command_type: cmd.event.command_type,
         seq: cmd.event.seq,
+        order: ISSUE_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     };
     device.issuer().send(Job {
         info,

@@ -338,7 +338,7 @@ fn route(cmd: &Command, work: Work, event: &Arc<Event>, accesses: &[Access], dep
         deps,
         work,
         keep_queue: Some(queue.clone()),
-        blocking: blocks_in_vendor(cmd.blocking),
+        blocking: blocks_in_vendor(cmd.blocking, device),
     };
     match (work, runs_here, shared_read) {
         (Work::Vendor(f), true, None) => {
