@@ -114,9 +114,9 @@ pub enum CallerIssues {
     /// command after it waited for the device. Other commands go to the issuer thread,
     /// whose vendor calls then overlap with the enqueuing.
     Waited,
-    /// Every command that does not block. For a CPU device, whose work takes the host's
-    /// cores anyway: a hand-off to another thread costs a core's time and often a
-    /// wake-up there.
+    /// Every command that does not block, while the program has not named host
+    /// threads. For a CPU device, whose work takes the host's cores anyway: a hand-off
+    /// to another thread costs a core's time and often a wake-up there.
     Idle,
     /// None beyond the rule for an issuer thread that cannot spin.
     Off,

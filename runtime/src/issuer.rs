@@ -249,7 +249,7 @@ impl Issuer {
     ///   taken, or spinning is off), a job that does not block: four PoCL devices on two
     ///   cores paid a context switch per command of a solver;
     /// - as the issuer's policy says (`CallerIssues`): `Idle`, any job that does not
-    ///   block; `Waited`, an application command the caller will wait for, a blocking
+    ///   block, while the program has not named host threads; `Waited`, an application command the caller will wait for, a blocking
     ///   one or the first after the program waited for this device, unless something
     ///   already awaits its completion (`JobInfo::caller_may_run`). On an H100 a kernel
     ///   and `clFinish` took 20.4–22.3 µs so against 26.3–27.5, and a 16-byte blocking
@@ -262,7 +262,11 @@ impl Issuer {
                 let waited = self.waited.swap(false, Ordering::Relaxed);
                 job.info.caller_may_run && (blocking || waited)
             }
-            CallerIssues::Idle => !blocking,
+            // Not once the program has named host threads: a thread issuing its own
+            // commands to PoCL lets another thread's commands of other ranks' devices,
+            // bookkeeping here, run far ahead, and a race between the two went
+            // unreported on both ranks of `cluster_threads`, which then planned apart.
+            CallerIssues::Idle => !blocking && !crate::host_threads::several(),
             CallerIssues::Auto | CallerIssues::Off => false,
         } || (!blocking && (self.spin.is_zero() || !crate::spin::core_free()));
         if by_caller && job.info.ready() {

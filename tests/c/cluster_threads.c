@@ -167,6 +167,11 @@ static void *thread_racing(void *p)
     MUST(clSetKernelArg(k, 1, sizeof kk, &kk));
     for (cl_uint r = 0; r < ROUNDS; r++)
         MUST(clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, NULL, 0, NULL, NULL));
+    /* Both threads' kernels are enqueued before either waits or ends: a thread that
+     * waited for its commands, or ended, before the other enqueued would order them on
+     * that rank (MirrorCL's rule), and on a rank where the other thread's commands are
+     * bookkeeping (done at once) that happened often enough to hide the race. */
+    pthread_barrier_wait(&start);
     MUST(clFinish(q));
     w->ok = 1;
     MUST(clReleaseKernel(k));
