@@ -249,11 +249,12 @@ impl Issuer {
     ///   taken, or spinning is off), a job that does not block: four PoCL devices on two
     ///   cores paid a context switch per command of a solver;
     /// - as the issuer's policy says (`CallerIssues`): `Idle`, any job that does not
-    ///   block, while the program has not named host threads; `Waited`, an application command the caller will wait for, a blocking
-    ///   one or the first after the program waited for this device, unless something
-    ///   already awaits its completion (`JobInfo::caller_may_run`). On an H100 a kernel
-    ///   and `clFinish` took 20.4–22.3 µs so against 26.3–27.5, and a 16-byte blocking
-    ///   write 9.1–11.5 against 12–13.
+    ///   block, while the program has not named host threads; `Waited`, an application
+    ///   command the caller will wait for, a blocking one or the first after the
+    ///   program waited for this device, unless something already awaits its
+    ///   completion (`JobInfo::caller_may_run`). On an H100 a kernel and `clFinish` took
+    ///   20.4–22.3 µs so against 26.3–27.5, and a 16-byte blocking write 9.1–11.5
+    ///   against 12–13.
     pub fn send(&self, job: Job) -> Option<Inline> {
         use std::sync::atomic::Ordering;
         let blocking = job.info.blocking;
@@ -527,9 +528,9 @@ impl Held {
     /// Issues every held job, in order on each queue, ready or not (the vendor waits
     /// for the rest through bridges).
     fn release_all(&mut self, state: &mut IssuerState, shared: &Shared) {
-        // Oldest first across queues: a blocking job among them must find every older
-        // one issued (`blocks_too_soon`).
-        while let Some(i) = self.oldest(|_| true) {
+        // In hand-over order across queues: a blocking job among them must find every
+        // older one issued (`blocks_too_soon`).
+        while let Some(i) = self.first_by(|job| Some(job.order)) {
             let (job, handed) = self.queues[i].1.pop_front().expect("a first job");
             run_job(job, handed, false, state);
             shared.ran_one();
@@ -537,16 +538,12 @@ impl Held {
         self.queues.clear();
     }
 
-    /// The queue whose first job is the oldest of those `eligible` (transfer writes
-    /// after the others: `JobInfo::late`).
-    fn oldest(&self, eligible: impl Fn(&JobInfo) -> bool) -> Option<usize> {
+    /// The queue whose first job has the least `key` (none: not eligible).
+    fn first_by<K: Ord>(&self, key: impl Fn(&JobInfo) -> Option<K>) -> Option<usize> {
         (self.queues.iter().enumerate())
-            .filter_map(|(i, (_, jobs))| {
-                let (job, _) = jobs.front()?;
-                eligible(&job.info).then_some((job.info.late, job.info.order, i))
-            })
+            .filter_map(|(i, (_, jobs))| Some((key(&jobs.front()?.0.info)?, i)))
             .min()
-            .map(|(_, _, i)| i)
+            .map(|(_, i)| i)
     }
 
     /// Whether `job` would block this thread in the vendor while an older job is held
@@ -569,7 +566,9 @@ impl Held {
     /// kernel of the application queue, some 11 µs later on an H100.
     fn release(&mut self, state: &mut IssuerState, shared: &Shared) {
         loop {
-            let next = self.oldest(|job| job.ready() && !self.blocks_too_soon(job));
+            let next = self.first_by(|job| {
+                (job.ready() && !self.blocks_too_soon(job)).then_some((job.late, job.order))
+            });
             let Some(i) = next else { break };
             let (job, handed) = self.queues[i].1.pop_front().expect("a first job");
             run_job(job, handed, false, state);
