@@ -60,8 +60,8 @@ pub(super) fn blocks_in_vendor(blocking: bool, device: &Device) -> bool {
 /// were made after its own.
 static ISSUE_ORDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Sends a vendor command to `device`'s issuer; a blocking one may come back for the
-/// caller to run once it has released the scheduler lock (`Issuer::send`).
+/// Sends a vendor command to `device`'s issuer, or gives it back for the caller to run
+/// once it has released the scheduler lock (`Issuer::send`).
 pub(super) fn issue(device: &Device, cmd: VendorCommand) -> Option<Inline> {
     // Its completion then completes the dependencies the vendor waits for silently.
     cmd.event.waits_for(&cmd.deps.all);
@@ -228,14 +228,9 @@ impl VendorWaits {
                 dep.vendor_stand_ins(stream, &mut waits.stand_ins);
                 // One the vendor finished leaves the list: each event of another queue
                 // costs NVIDIA a wait between its streams.
-                let mut i = first;
-                while i < waits.stand_ins.len() {
-                    if waits.stand_ins[i].vendor_complete() {
-                        waits.stand_ins.swap_remove(i);
-                    } else {
-                        i += 1;
-                    }
-                }
+                let mut added = waits.stand_ins.split_off(first);
+                added.retain(|e| !e.vendor_complete());
+                waits.stand_ins.append(&mut added);
                 let stand_ins = &waits.stand_ins[first..];
                 (waits.list).extend(stand_ins.iter().filter_map(|e| Some(e.vendor()?.ev.raw())));
                 continue;

@@ -308,8 +308,8 @@ fn scheduled_accesses(cmd: &Command, event: &Event) -> Vec<Access> {
 
 /// What became of a routed command.
 enum Routed {
-    /// Issued or received here; a blocking vendor command may be for the caller to run
-    /// once it has released the scheduler lock.
+    /// Issued or received here; a vendor command may come back for the caller to run
+    /// once it has released the scheduler lock (`Issuer::send`).
     Here(Option<Inline>),
     /// Bookkeeping: it completes after these dependencies, once the lock is released.
     Bookkeeping(Deps),
