@@ -93,6 +93,20 @@ pub struct Buffer {
     pub image: Option<Image>,
     /// Recent accesses by host threads (a root buffer's), to tell races (`races`).
     pub races: crate::races::Accesses,
+    /// A root buffer's: the newest one-piece device read that fed a send, which a later
+    /// send of the same bytes may share (`enqueue::transfer_steps::send_to_device`)
+    /// until something that writes that device's instance is scheduled (`wrote_on`).
+    pub sent_read: Mutex<Option<SentRead>>,
+}
+
+/// A device read of a buffer range into a staging block, whose bytes went to another rank.
+pub struct SentRead {
+    pub device: u32,
+    /// In the root buffer.
+    pub range: Range<usize>,
+    pub read: Arc<crate::event::Event>,
+    /// Alive while a send of it is: afterwards the block may hold other bytes.
+    pub block: std::sync::Weak<crate::remote::Staging>,
 }
 
 impl_handle!(Buffer, Mem, CL_INVALID_MEM_OBJECT);
@@ -112,6 +126,15 @@ fn alloc_host(size: usize) -> ClResult<HostCopy> {
 }
 
 impl Buffer {
+    /// A command or step that writes this root buffer's instance on `device` was
+    /// scheduled: a read of it made before no longer serves later sends.
+    pub fn wrote_on(&self, device: u32) {
+        let mut sent = self.sent_read.lock();
+        if sent.as_ref().is_some_and(|s| s.device == device) {
+            *sent = None;
+        }
+    }
+
     /// `clCreateBuffer` after validation.
     pub fn new(
         context: Arc<Context>,
@@ -171,6 +194,7 @@ impl Buffer {
             destructors: Destructors::default(),
             image: None,
             races: Default::default(),
+            sent_read: Mutex::new(None),
         }))
     }
 
@@ -236,6 +260,7 @@ impl Buffer {
             destructors: Destructors::default(),
             image: None,
             races: Default::default(),
+            sent_read: Mutex::new(None),
         })
     }
 

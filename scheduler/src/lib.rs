@@ -84,6 +84,12 @@ pub struct Access {
     /// sub-buffer, an image): it then conflicts there with the same host thread's
     /// accesses of any bytes (see `Tok`).
     pub aliased: bool,
+    /// A read whose bytes serve this command alone (a copy's source): where they are not
+    /// valid at the command's device, a device of its vendor context that holds them all
+    /// is read in place ([`Scheduler::read_elsewhere`]), and a step from another rank's
+    /// device that brings them whole is marked [`Step::pass_through`]. Ignored for
+    /// writes and attached buffers.
+    pub pass_through: bool,
 }
 
 /// A planned data movement: make `range` of `buffer` at `to` equal to that at `from`.
@@ -93,6 +99,11 @@ pub struct Step {
     pub range: Range<u64>,
     pub from: Location,
     pub to: Location,
+    /// The bytes are for the one command that needs them at `to` (an access marked
+    /// [`Access::pass_through`]): `to` does not become valid, so the runtime may hand
+    /// them to the command without writing `to`'s instance. Their write hazard there is
+    /// recorded all the same.
+    pub pass_through: bool,
 }
 
 /// Which ranks perform an access to a location's instance, as far as reader bookkeeping
@@ -431,6 +442,9 @@ pub struct Scheduler<T> {
     scratch: Vec<Tok<T>>,
     /// The host thread whose command is scheduled next (`set_thread`).
     thread: u32,
+    /// Of the last scheduled command: the accesses read in place on another device
+    /// (`read_elsewhere`).
+    elsewhere: Vec<(usize, u32)>,
     pub stats: SchedulerStats,
 }
 
@@ -449,6 +463,7 @@ impl<T: Clone> Scheduler<T> {
             next_access: 0,
             scratch: Vec::new(),
             thread: 0,
+            elsewhere: Vec::new(),
             stats: SchedulerStats::default(),
         }
     }
@@ -617,12 +632,13 @@ impl<T: Clone> Scheduler<T> {
         mut submit_step: impl FnMut(&Step, Vec<T>) -> (StreamId, T),
     ) -> Vec<T> {
         self.stats.commands += 1;
+        self.elsewhere.clear();
         let mut deps = std::mem::take(&mut self.scratch);
-        let whole = self.whole_instance(at);
-        for access in accesses {
+        for (i, access) in accesses.iter().enumerate() {
             if access.range.is_empty() {
                 continue;
             }
+            let mut loc = at;
             if access.mode.reads() {
                 match self.attached(access.buffer) {
                     Some(a) if Location::Device(a) != at => self.move_range(
@@ -630,20 +646,31 @@ impl<T: Clone> Scheduler<T> {
                         access.range.clone(),
                         Location::Device(a),
                         at,
+                        access.pass_through && access.mode == Mode::Read,
                         &mut submit_step,
                     ),
                     Some(_) => {}
-                    None => {
-                        self.bring_valid(access.buffer, access.range.clone(), at, &mut submit_step)
-                    }
+                    None => match self.in_place_source(access, at) {
+                        Some(d) => {
+                            self.elsewhere.push((i, d));
+                            loc = Location::Device(d);
+                        }
+                        None => self.bring_valid(
+                            access.buffer,
+                            access.range.clone(),
+                            at,
+                            access.pass_through && access.mode == Mode::Read,
+                            &mut submit_step,
+                        ),
+                    },
                 }
             }
             if let Some(state) = self.buffers.get(&access.buffer) {
-                if let Some(h) = state.hazards.get(&at) {
+                if let Some(h) = state.hazards.get(&loc) {
                     h.deps_at(
-                        at,
+                        loc,
                         self.thread,
-                        access.aliased || whole,
+                        access.aliased || self.whole_instance(loc),
                         &access.range,
                         access.mode,
                         stream,
@@ -655,17 +682,19 @@ impl<T: Clone> Scheduler<T> {
         let own = (self.next_access, self.thread, false, token.clone());
         let own_aliased = (self.next_access, self.thread, true, token.clone());
         self.next_access += 1;
-        for access in accesses {
+        for (i, access) in accesses.iter().enumerate() {
             if access.range.is_empty() {
                 continue;
             }
+            let loc = self.read_location(i, at);
+            let whole = self.whole_instance(loc);
             let Some(state) = self.buffers.get_mut(&access.buffer) else {
                 continue;
             };
             if access.mode.writes() && state.attached.is_none() {
                 state.validity.set_only(access.range.clone(), at);
             }
-            state.hazards.entry(at).or_default().record(
+            state.hazards.entry(loc).or_default().record(
                 &access.range,
                 access.mode,
                 stream,
@@ -689,6 +718,7 @@ impl<T: Clone> Scheduler<T> {
                         access.range.clone(),
                         at,
                         Location::Device(a),
+                        false,
                         &mut submit_step,
                     );
                 }
@@ -699,6 +729,48 @@ impl<T: Clone> Scheduler<T> {
         deps_once
     }
 
+    /// The accesses of the last [`Scheduler::schedule`] that read another device's
+    /// instance in place ([`Access::pass_through`]), each with that device: the runtime
+    /// runs the command on that instance for them.
+    pub fn read_elsewhere(&self) -> &[(usize, u32)] {
+        &self.elsewhere
+    }
+
+    /// Where access `i` of the command being scheduled at `at` reads or writes.
+    fn read_location(&self, i: usize, at: Location) -> Location {
+        (self.elsewhere.iter())
+            .find(|(a, _)| *a == i)
+            .map_or(at, |(_, d)| Location::Device(*d))
+    }
+
+    /// For a pass-through read at a device that lacks some of its bytes: another device
+    /// of that device's vendor context holding all of them, the first in the valid set.
+    fn in_place_source(&self, access: &Access, at: Location) -> Option<u32> {
+        if !access.pass_through || access.mode != Mode::Read {
+            return None;
+        }
+        let Location::Device(t) = at else {
+            return None;
+        };
+        let state = self.buffers.get(&access.buffer)?;
+        let target = self.desc(t);
+        let segments = state.validity.segments_in(access.range.clone());
+        let defined: Vec<&ValidSet> = (segments.iter().map(|(_, set)| set))
+            .filter(|set| !set.is_empty())
+            .collect();
+        if defined.iter().all(|set| set.contains(at)) {
+            return None;
+        }
+        let alike = |d: u32| {
+            let desc = self.desc(d);
+            d != t && (desc.owner, desc.group) == (target.owner, target.group)
+        };
+        defined.first()?.locations().iter().find_map(|&l| match l {
+            Location::Device(d) if alike(d) && defined.iter().all(|set| set.contains(l)) => Some(d),
+            _ => None,
+        })
+    }
+
     /// Records that the host copy of `range` was written directly by the host thread
     /// (an unmap after a write map, say): the host alone holds the newest bytes.
     pub fn host_wrote(&mut self, buffer: BufferId, range: Range<u64>) {
@@ -707,18 +779,22 @@ impl<T: Clone> Scheduler<T> {
         }
     }
 
+    /// Plans the steps that make `range` valid at `to`. `pass_through`: the bytes serve
+    /// one command; when one step from another rank's device brings them all, it is
+    /// marked so (`mark_pass_through`) and `to` does not become valid.
     fn bring_valid(
         &mut self,
         buffer: BufferId,
         range: Range<u64>,
         to: Location,
+        pass_through: bool,
         submit_step: &mut impl FnMut(&Step, Vec<T>) -> (StreamId, T),
     ) {
         let Some(state) = self.buffers.get(&buffer) else {
             return;
         };
         let mut steps: Vec<Step> = Vec::new();
-        for (seg, set) in state.validity.segments_in(range) {
+        for (seg, set) in state.validity.segments_in(range.clone()) {
             if set.is_empty() || set.contains(to) {
                 continue;
             }
@@ -736,26 +812,46 @@ impl<T: Clone> Scheduler<T> {
                         range: seg.clone(),
                         from,
                         to: hop_to,
+                        pass_through: false,
                     }),
                 }
             }
+        }
+        if pass_through {
+            self.mark_pass_through(&mut steps, &range);
         }
         // Two-hop routes pushed (s→Host, Host→to) per segment; merging above keeps order
         // per segment, and any s→Host hop precedes its Host→to hop.
         self.submit_steps(buffer, steps, submit_step);
     }
 
+    /// Marks the plan for a pass-through read of `range` pass-through when it is one
+    /// step bringing all of it from another rank's device.
+    fn mark_pass_through(&self, steps: &mut [Step], range: &Range<u64>) {
+        if let [only] = steps {
+            let owner = |l: Location| match l {
+                Location::Device(d) => Some(self.desc(d).owner),
+                Location::Host => None,
+            };
+            let (from, to) = (owner(only.from), owner(only.to));
+            only.pass_through =
+                only.range == *range && from.is_some() && to.is_some() && from != to;
+        }
+    }
+
     /// Moves `range` of an attached buffer from `from` to `to` by the route the source
-    /// rule gives for bytes valid at `from` alone.
+    /// rule gives for bytes valid at `from` alone. `pass_through`: as for `bring_valid`
+    /// (an attached buffer's bytes elsewhere are never reused anyway).
     fn move_range(
         &mut self,
         buffer: BufferId,
         range: Range<u64>,
         from: Location,
         to: Location,
+        pass_through: bool,
         submit_step: &mut impl FnMut(&Step, Vec<T>) -> (StreamId, T),
     ) {
-        let steps = self
+        let mut steps: Vec<Step> = self
             .route(&ValidSet::only(from), to)
             .into_iter()
             .map(|(from, to)| Step {
@@ -763,8 +859,12 @@ impl<T: Clone> Scheduler<T> {
                 range: range.clone(),
                 from,
                 to,
+                pass_through: false,
             })
             .collect();
+        if pass_through {
+            self.mark_pass_through(&mut steps, &range);
+        }
         self.submit_steps(buffer, steps, submit_step);
     }
 
@@ -827,7 +927,7 @@ impl<T: Clone> Scheduler<T> {
             let dst = state.hazards.entry(step.to).or_default();
             let as_write = (n, self.thread, to_whole, token);
             dst.record(range, Mode::Write, stream, None, &as_write);
-            if state.attached.is_none() {
+            if state.attached.is_none() && !step.pass_through {
                 state.validity.add(step.range.clone(), step.to);
             }
         }
@@ -878,6 +978,7 @@ mod tests {
             range: 0..64,
             mode: Mode::ReadWrite,
             aliased: false,
+            pass_through: false,
         }];
         let mut submit = |st: &Step, _deps: Vec<u32>| {
             steps.push(st.clone());
@@ -919,6 +1020,7 @@ mod tests {
                 range: 0..32,
                 mode,
                 aliased: false,
+                pass_through: false,
             }]
         };
         // Made current on device 0, then attached.
@@ -936,6 +1038,7 @@ mod tests {
             range: 8..16,
             mode: Mode::Write,
             aliased: false,
+            pass_through: false,
         }];
         s.schedule(at(2), 3, &part, &5, &mut submit);
         assert_eq!(
@@ -961,6 +1064,7 @@ mod tests {
                 range,
                 mode,
                 aliased: false,
+                pass_through: false,
             }]
         }
     }
@@ -1022,6 +1126,7 @@ mod tests {
                 range,
                 mode,
                 aliased,
+                pass_through: false,
             }]
         };
         let d = Location::Device(0);
@@ -1080,6 +1185,7 @@ mod tests {
                 range: 0..16,
                 mode,
                 aliased: false,
+                pass_through: false,
             }]
         };
         let no_steps = |_: &Step, _: Vec<u32>| -> (u64, u32) { panic!("no transfer expected") };

@@ -10,7 +10,7 @@ use super::root_arc;
 use super::transfer_steps::{transfer, transfer_landing, Landed};
 use crate::cl::*;
 use crate::config::Variant;
-use crate::context::new_stream;
+use crate::context::{new_stream, Context};
 use crate::device::Device;
 use crate::event::{command_name, Event};
 use crate::issuer::Inline;
@@ -151,6 +151,12 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         landed.extend(land.map(|l| (step.clone(), l)));
         (stream, step)
     });
+    let in_place = sched.read_elsewhere().first().map(|&(_, d)| d);
+    if let Location::Device(d) = at {
+        for (b, _, _) in cmd.accesses.iter().filter(|(_, _, m)| *m != Mode::Read) {
+            root_arc(b).wrote_on(d);
+        }
+    }
     add(
         &COUNTERS.scheduling_ns,
         scheduling.elapsed().as_nanos() as u64,
@@ -178,9 +184,10 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             deps.push(prev);
         }
     }
-    let work = match injected {
-        None => copy_from_landed(&cmd, &device, &steps, landed, &mut deps, &event).unwrap_or(work),
-        Some(_) => work,
+    let work = match (injected, in_place) {
+        (Some(_), _) => work,
+        (None, Some(source)) => copy_in_place(&cmd, &ctx, source).unwrap_or(work),
+        (None, None) => copy_from_landed(&cmd, &device, landed, &mut deps, &event).unwrap_or(work),
     };
     queue.record(event.clone());
     let routed = route(&cmd, work, &event, &accesses, Deps { all: deps, failing });
@@ -202,21 +209,40 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     Ok(event)
 }
 
+/// A copy whose source the scheduler reads in place on `source`, a device of the copy's
+/// vendor context: one vendor copy between the two devices' instances, where a step
+/// would copy into the source's replica first. Bookkeeping elsewhere (`None`).
+fn copy_in_place(cmd: &Command, ctx: &Arc<Context>, source: u32) -> Option<Work> {
+    let [(src, src_range, _), (dst, dst_range, _)] = &cmd.accesses[..] else {
+        return None;
+    };
+    let device = ctx.device_by_index(source)?;
+    if !device.local() || !cmd.queue.device.local() {
+        return None;
+    }
+    let s = src.instance(device);
+    let d = dst.instance(&cmd.queue.device);
+    let (src_offset, dst_offset, len) = (src_range.start, dst_range.start, src_range.len());
+    Some(Work::Vendor(Box::new(move |q, waits, want| {
+        q.copy_buffer(&*s?, &*d?, src_offset, dst_offset, len, waits, want)
+    })))
+}
+
 /// A copy whose only step received its source range from another rank in one piece:
 /// it writes its destination straight from the received block instead of copying from
-/// the replica the step writes (which still happens, for later readers of the source
-/// here). One vendor command less on the path of every halo exchange and all-to-all,
-/// and the copy no longer waits for the replica's write. Its wait on the step becomes a
-/// wait on the receive.
+/// a replica. A pass-through step (`Step::pass_through`, the rule for copies) writes no
+/// replica at all; another still writes it, off the copy's path, for later readers of
+/// the source here. One or two vendor commands less on the path of every halo exchange
+/// and all-to-all. Its wait on the step becomes a wait on the receive.
 fn copy_from_landed(
     cmd: &Command,
     device: &Device,
-    steps: &[Arc<Event>],
     landed: Vec<(Arc<Event>, Landed)>,
     deps: &mut [Arc<Event>],
     event: &Arc<Event>,
 ) -> Option<Work> {
-    if cmd.command_type != CL_COMMAND_COPY_BUFFER || !device.local() || steps.len() != 1 {
+    // Its other steps can only be write-backs of an attached destination, after it.
+    if cmd.command_type != CL_COMMAND_COPY_BUFFER || !device.local() {
         return None;
     }
     let [(step, l)] = <[_; 1]>::try_from(landed).ok()?;
@@ -280,16 +306,16 @@ fn note_for_verify(cmd: &Command, device: &Device) {
 /// The command's accesses as the scheduler sees them (root buffer ranges); `event` keeps
 /// the root buffers alive, names the first as its subject and, on a device, its owner.
 fn scheduled_accesses(cmd: &Command, event: &Event) -> Vec<Access> {
-    let accesses: Vec<Access> = cmd
-        .accesses
-        .iter()
-        .map(|(b, r, mode)| Access {
+    let copy = copies_between_buffers(cmd);
+    let accesses: Vec<Access> = (cmd.accesses.iter().enumerate())
+        .map(|(i, (b, r, mode))| Access {
             buffer: b.id,
             range: b.root_range(r.start, r.end - r.start),
             mode: *mode,
             // A sub-buffer's or image's commands go through a vendor object aliasing
             // the instance.
             aliased: b.parent.is_some() || b.image.is_some(),
+            pass_through: copy && i == 0,
         })
         .collect();
     event.keep_all(
@@ -304,6 +330,22 @@ fn scheduled_accesses(cmd: &Command, event: &Event) -> Vec<Access> {
         event.set_owner(cmd.queue.device.owner);
     }
     accesses
+}
+
+/// A copy between two buffers: its source serves it alone (`Access::pass_through`). A
+/// halo exchange or an all-to-all reads a source once per copy and never again where the
+/// copy runs, so the bytes go straight from where they are valid into the destination:
+/// read in place on a device of the same vendor context ([`copy_in_place`]), or written
+/// from the block another rank's bytes landed in ([`copy_from_landed`]), never through
+/// a replica of the source.
+fn copies_between_buffers(cmd: &Command) -> bool {
+    let [(src, _, _), (dst, _, _)] = &cmd.accesses[..] else {
+        return false;
+    };
+    cmd.command_type == CL_COMMAND_COPY_BUFFER
+        && src.id != dst.id
+        && src.image.is_none()
+        && dst.image.is_none()
 }
 
 /// What became of a routed command.
@@ -529,6 +571,7 @@ pub fn attach(buffer: &Arc<Buffer>, device: &Arc<Device>) -> ClResult<()> {
             range: 0..buffer.size as u64,
             mode: Mode::Read,
             aliased: false,
+            pass_through: false,
         }],
         &event,
         |step, step_deps| transfer(&ctx, &accesses, step, step_deps),

@@ -14,7 +14,7 @@ use crate::cl::*;
 use crate::context::{new_stream, Context};
 use crate::device::Device;
 use crate::event::Event;
-use crate::memory::Buffer;
+use crate::memory::{Buffer, SentRead};
 use crate::node::What;
 use crate::remote::{self, HostSpan, Staging};
 use crate::stats::{add, COUNTERS};
@@ -63,6 +63,9 @@ pub(super) fn transfer_landing(
         .find(|(b, _, _)| b.id == step.buffer)
         .map(|(b, _, _)| root_arc(b))
         .expect("steps are planned for the command's own buffers");
+    if let Location::Device(d) = step.to {
+        root.wrote_on(d);
+    }
     let pieces = root.transfer_pieces(offset, len);
     tracing::trace!(
         "step: buffer {} {:?} {:?} -> {:?}",
@@ -318,9 +321,13 @@ fn send_to_device(
 ) -> ClResult<Arc<Event>> {
     let ctx = bytes.ctx;
     let peer = [(to, tags.start)];
-    let blocks = bytes
-        .staging_blocks(src)
-        .map_err(|rc| bytes.fail_sends(0, &peer, rc))?;
+    let mut shared = shared_read(bytes, src);
+    let blocks = match &shared {
+        Some((_, block)) => vec![block.clone()],
+        None => bytes
+            .staging_blocks(src)
+            .map_err(|rc| bytes.fail_sends(0, &peer, rc))?,
+    };
     let all_sent = Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, new_stream());
     let arrive = remote::join(all_sent.clone(), bytes.pieces.len());
     let mut sent: Vec<Arc<Event>> = Vec::new();
@@ -330,17 +337,31 @@ fn send_to_device(
         if i >= blocks.len() {
             piece_deps.push(sent[i - blocks.len()].clone());
         }
-        let read = local_transfer(
-            ctx,
-            src,
-            bytes.root,
-            false,
-            piece.start,
-            piece.len(),
-            block.addr(),
-            piece_deps,
-        )
-        .map_err(|rc| bytes.fail_sends(i, &peer, rc))?;
+        let read = match shared.take() {
+            Some((read, _)) => read,
+            None => {
+                let read = local_transfer(
+                    ctx,
+                    src,
+                    bytes.root,
+                    false,
+                    piece.start,
+                    piece.len(),
+                    block.addr(),
+                    piece_deps,
+                )
+                .map_err(|rc| bytes.fail_sends(i, &peer, rc))?;
+                if bytes.pieces.len() == 1 {
+                    *bytes.root.sent_read.lock() = Some(SentRead {
+                        device: src.index,
+                        range: piece.clone(),
+                        read: read.clone(),
+                        block: Arc::downgrade(&block),
+                    });
+                }
+                read
+            }
+        };
         let piece_sent = Event::new(ctx.clone(), None, CL_COMMAND_COPY_BUFFER, read.stream);
         let span = HostSpan::Contiguous {
             ptr: block.addr(),
@@ -359,6 +380,21 @@ fn send_to_device(
         sent.push(piece_sent);
     }
     Ok(all_sent)
+}
+
+/// The read and block of an earlier one-piece send of the same bytes of `src`, while a
+/// send still holds the block: an all-to-all sends each source to every other rank, and
+/// reads it once.
+fn shared_read(bytes: &StepBytes, src: &Device) -> Option<(Arc<Event>, Arc<Staging>)> {
+    let [piece] = bytes.pieces else {
+        return None;
+    };
+    let guard = bytes.root.sent_read.lock();
+    let s = guard.as_ref()?;
+    if s.device != src.index || s.range != *piece {
+        return None;
+    }
+    Some((s.read.clone(), s.block.upgrade()?))
 }
 
 /// Receives each piece into a staging block and writes it to the device; a block is
@@ -406,6 +442,10 @@ fn receive_into_device(
                 buffer: bytes.step.buffer,
                 range: bytes.step.range.clone(),
             });
+            if bytes.step.pass_through {
+                // For the one copy that takes the bytes from the block: no replica.
+                return Ok(received);
+            }
         }
         piece_deps.push(received);
         let write = local_transfer(

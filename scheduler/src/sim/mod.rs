@@ -303,6 +303,7 @@ impl Rank {
                     range: 0..size,
                     mode: crate::Mode::Read,
                     aliased: false,
+                    pass_through: false,
                 }];
                 let stream = c.new_stream();
                 c.next_token += 1;
@@ -394,6 +395,7 @@ impl Rank {
             range: a.range.clone(),
             mode: a.mode,
             aliased: false,
+            pass_through: a.pass_through,
         }));
         if c.sched.leaves_out(
             variant,

@@ -36,7 +36,8 @@ pub struct Recording {
     pub items: Vec<(u64, Item)>,
 }
 
-/// One access as the format writes it (`BUFFER:START:END:MODE[:a]`).
+/// One access as the format writes it (`BUFFER:START:END:MODE[:FLAGS]`, flags `a`
+/// aliased, `p` pass-through).
 pub fn access_field(a: &Access) -> String {
     let mode = match a.mode {
         Mode::Read => "r",
@@ -44,8 +45,13 @@ pub fn access_field(a: &Access) -> String {
         Mode::ReadWrite => "rw",
     };
     let (start, end) = (a.range.start, a.range.end);
-    let aliased = if a.aliased { ":a" } else { "" };
-    format!("{}:{start}:{end}:{mode}{aliased}", a.buffer)
+    let flags = match (a.aliased, a.pass_through) {
+        (false, false) => "",
+        (true, false) => ":a",
+        (false, true) => ":p",
+        (true, true) => ":ap",
+    };
+    format!("{}:{start}:{end}:{mode}{flags}", a.buffer)
 }
 
 /// One item as a line of the format (without the newline).
@@ -179,7 +185,8 @@ fn parse_item(fields: &[&str]) -> Result<(u64, Item), String> {
                     .split(',')
                     .map(|a| {
                         let p: Vec<&str> = a.split(':').collect();
-                        if !(4..=5).contains(&p.len()) || p.get(4).is_some_and(|x| *x != "a") {
+                        let flags = p.get(4).copied().unwrap_or("");
+                        if !(4..=5).contains(&p.len()) || !["", "a", "p", "ap"].contains(&flags) {
                             return Err(format!("bad access {a:?}"));
                         }
                         Ok(Access {
@@ -191,7 +198,8 @@ fn parse_item(fields: &[&str]) -> Result<(u64, Item), String> {
                                 "rw" => Mode::ReadWrite,
                                 m => return Err(format!("bad mode {m:?}")),
                             },
-                            aliased: p.len() == 5,
+                            aliased: flags.contains('a'),
+                            pass_through: flags.contains('p'),
                         })
                     })
                     .collect::<Result<_, _>>()?,
@@ -332,12 +340,14 @@ mod tests {
                             range: 0..16,
                             mode: Mode::Read,
                             aliased: false,
+                            pass_through: false,
                         },
                         Access {
                             buffer: 6,
                             range: 2..4,
                             mode: Mode::ReadWrite,
                             aliased: false,
+                            pass_through: false,
                         },
                     ],
                 }),

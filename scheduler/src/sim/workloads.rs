@@ -55,6 +55,7 @@ fn access(buffer: u64, range: std::ops::Range<u64>, mode: Mode) -> Access {
         range,
         mode,
         aliased: false,
+        pass_through: false,
     }
 }
 
