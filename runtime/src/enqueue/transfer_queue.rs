@@ -4,7 +4,7 @@
 
 use super::issue::{issue, Deps, VendorCommand, VendorWork};
 use crate::cl::*;
-use crate::context::Context;
+use crate::context::{Context, TransferQueue};
 use crate::device::Device;
 use crate::event::Event;
 use crate::memory::Buffer;
@@ -61,9 +61,12 @@ pub(super) fn local_transfer(
     offset: usize,
     len: usize,
     host: usize,
-    deps: Vec<Arc<Event>>,
+    mut deps: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
-    let tq = ctx.transfer_queue(device, !write)?;
+    let tq = match write {
+        true => ctx.transfer_queue(device, false)?,
+        false => read_queue(ctx, device, &mut deps)?,
+    };
     let mem = root.instance(device)?;
     let work: VendorWork = match root.image {
         // A piece of an image is one region, laid out at the host copy's pitches
@@ -122,6 +125,35 @@ pub(super) fn local_transfer(
         deps,
         work,
     ))
+}
+
+/// Where a read that takes bytes off `device` goes: behind the command that wrote them,
+/// on its application queue, when nothing follows that command there yet (the vendor
+/// then starts it without a wait between its queues: NVIDIA started a stencil's boundary
+/// read some 9 µs after the kernel it waited for on another queue); otherwise on the
+/// device's outbound transfer queue, where it never waits behind a write that waits for
+/// another rank. Drops the dependencies the queue's order then keeps.
+fn read_queue(
+    ctx: &Arc<Context>,
+    device: &Device,
+    deps: &mut Vec<Arc<Event>>,
+) -> ClResult<TransferQueue> {
+    let behind = deps.iter().find_map(|dep| {
+        let queue = dep.queue()?;
+        let vqueue = queue.vqueue.clone()?;
+        let last = queue.last()?;
+        (queue.device.index == device.index && Arc::ptr_eq(&last, dep)).then_some(TransferQueue {
+            vqueue,
+            stream: queue.stream,
+        })
+    });
+    match behind {
+        Some(q) => {
+            deps.retain(|d| d.stream != q.stream);
+            Ok(q)
+        }
+        None => ctx.transfer_queue(device, true),
+    }
 }
 
 /// A transfer step's vendor command on `device`'s transfer queue; returns its event, which
