@@ -87,8 +87,8 @@ pub struct Access {
     /// A read whose bytes serve this command alone (a copy's source): where they are not
     /// valid at the command's device, a device of its vendor context that holds them all
     /// is read in place ([`Scheduler::read_elsewhere`]), and a step from another rank's
-    /// device that brings them whole is marked [`Step::pass_through`]. Ignored for
-    /// writes and attached buffers.
+    /// device that brings them whole is marked [`Step::pass_through`] (for an attached
+    /// buffer, whose bytes elsewhere are never reused, too). Ignored for writes.
     pub pass_through: bool,
 }
 

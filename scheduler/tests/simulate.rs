@@ -24,12 +24,18 @@
 //! Scenarios also attach buffers to devices (`clAttachBufferToDevice`): the runtime makes
 //! the device current with a command there reading the whole buffer, on a fresh stream,
 //! then calls `Scheduler::attach`.
+//!
+//! And they mark accesses pass-through (`Access::pass_through`, a copy's source): such a
+//! read may run in place on another device (`Scheduler::read_elsewhere`, which every
+//! execution follows), and its pass-through step leaves its destination invalid. The
+//! executions land such a step in its destination's instance, or, as the runtime does,
+//! in a block only the command reads (`common::Memory`).
 
 mod common;
 
 use common::{
-    random_topological_order, reads, reference, writes, Item, Kind, Memory, RankPlan, Reference,
-    Rng, Role, World,
+    owner, random_topological_order, reads, reference, writes, Item, Kind, Memory, RankPlan,
+    Reference, Rng, Role, World,
 };
 use mirrorcl_scheduler::{
     Access, BufferId, DeviceDesc, Location, Mode, Placement, Scheduler, SchedulerStats, Step,
@@ -92,6 +98,9 @@ struct Scenario {
     buffers: Vec<(u64, bool)>,
     commands: Vec<Command>,
     policy: StepStreams,
+    /// One access in this many, by command and buffer, is marked pass-through (0: none);
+    /// see `World::pass_through`.
+    pass_through_every: usize,
     seed: u64,
 }
 
@@ -113,6 +122,14 @@ impl World for Scenario {
     }
     fn accesses(&self, ci: usize) -> &common::Accesses {
         &self.commands[ci].accesses
+    }
+    fn pass_through(&self, ci: usize, i: usize) -> bool {
+        let cmd = &self.commands[ci];
+        let b = cmd.accesses[i].0;
+        // Chosen by command and buffer, alike on every rank, writes too (which must ignore
+        // it); never an attach operation's read, which must leave the device current.
+        let every = self.pass_through_every;
+        !cmd.attach && every != 0 && (ci + 2 * b) % every == every / 2
     }
 }
 
@@ -160,8 +177,10 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         any::<u64>(),
         // How often a command is an attach operation: never, sometimes, often.
         prop_oneof![Just(0u8), Just(24u8), Just(88u8)],
+        // How many accesses are marked pass-through: none, a quarter, all.
+        prop_oneof![Just(0usize), Just(4), Just(1)],
     )
-        .prop_map(|(ranks, buffers, raw, policy, seed, attach_below)| {
+        .prop_map(|(ranks, buffers, raw, policy, seed, attach_below, every)| {
             let mut devices = Vec::new();
             let mut streams = Vec::new();
             for (owner, (groups, devs)) in ranks.iter().enumerate() {
@@ -232,6 +251,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 buffers,
                 commands,
                 policy,
+                pass_through_every: every,
                 seed,
             }
         })
@@ -279,6 +299,33 @@ fn expected_route(scn: &Scenario, set: &ValidSet, to: Location) -> Vec<(Location
     }
 }
 
+/// Whether `route` is one hop between devices of two ranks: a pass-through read's bytes
+/// come so by a pass-through step.
+fn one_hop_across_ranks(scn: &Scenario, route: &[(Location, Location)]) -> bool {
+    match route {
+        [(from, to)] => matches!(
+            (owner(scn, *from), owner(scn, *to)),
+            (Some(f), Some(t)) if f != t
+        ),
+        _ => false,
+    }
+}
+
+/// The device a pass-through read at `at` of bytes valid at `sets` (per byte), some of
+/// them not at `at`, reads in place: the lowest-numbered other device of `at`'s vendor
+/// context (owner and group) that holds every defined byte.
+fn in_place_source(scn: &Scenario, at: Location, sets: &[(u64, ValidSet)]) -> Option<u32> {
+    let Location::Device(t) = at else {
+        return None;
+    };
+    let context = |d: u32| (scn.devices[d as usize].owner, scn.devices[d as usize].group);
+    (0..scn.devices.len() as u32).find(|&d| {
+        d != t
+            && context(d) == context(t)
+            && (sets.iter()).all(|(_, set)| set.is_empty() || set.contains(Location::Device(d)))
+    })
+}
+
 // ---------------------------------------------------------------------------------------
 // Planning: running the scheduler over the command stream
 // ---------------------------------------------------------------------------------------
@@ -306,13 +353,23 @@ impl Planned {
         let mut by: BTreeMap<usize, Vec<&Step>> = BTreeMap::new();
         for it in &self.items {
             match &it.kind {
-                Kind::Cmd(ci) => {
+                Kind::Cmd { ci, .. } => {
                     by.entry(*ci).or_default();
                 }
                 Kind::Step { step, cmd, .. } => by.entry(*cmd).or_default().push(step),
             }
         }
         by
+    }
+
+    /// Per scheduled command, what `Scheduler::read_elsewhere` gave right after it.
+    fn elsewhere_by_command(&self) -> BTreeMap<usize, &[(usize, u32)]> {
+        (self.items.iter())
+            .filter_map(|it| match &it.kind {
+                Kind::Cmd { ci, elsewhere } => Some((*ci, elsewhere.as_slice())),
+                Kind::Step { .. } => None,
+            })
+            .collect()
     }
 }
 
@@ -377,7 +434,8 @@ fn left_out(
     }
 }
 
-type Hops = HashMap<(usize, u64), Vec<(Location, Location)>>;
+/// Per byte, its hops in order: (from, to, `Step::pass_through`).
+type Hops = HashMap<(usize, u64), Vec<(Location, Location, bool)>>;
 
 /// The per-byte hops of `steps`, in order; checks the ranges.
 fn hops_of(scn: &Scenario, ci: usize, steps: &[Item]) -> Result<Hops, String> {
@@ -392,7 +450,7 @@ fn hops_of(scn: &Scenario, ci: usize, steps: &[Item]) -> Result<Hops, String> {
         for off in step.range.clone() {
             hops.entry((*buf, off))
                 .or_default()
-                .push((step.from, step.to));
+                .push((step.from, step.to, step.pass_through));
         }
     }
     Ok(hops)
@@ -472,15 +530,14 @@ fn plan(scn: &Scenario, rotate: usize, feed: Feed) -> Result<Planned, String> {
             .zip(&scn.buffers)
             .map(|(&id, &(size, _))| s.validity(id, 0..size))
             .collect();
-        let accesses: Vec<Access> = cmd
-            .accesses
-            .iter()
-            .map(|(b, r, m)| Access {
+        let accesses: Vec<Access> = (cmd.accesses.iter().enumerate())
+            .map(|(i, (b, r, m))| Access {
                 buffer: ids[*b],
                 range: r.clone(),
                 mode: *m,
                 // A third of the accesses go through a sub-buffer (alike on every rank).
                 aliased: (ci + b).is_multiple_of(3),
+                pass_through: scn.pass_through(ci, i),
             })
             .collect();
         let token = tokens.next().expect("endless");
@@ -521,6 +578,8 @@ fn plan(scn: &Scenario, rotate: usize, feed: Feed) -> Result<Planned, String> {
             });
             (stream, t)
         });
+        // Only valid until the next `schedule`.
+        let elsewhere = s.read_elsewhere().to_vec();
         // The steps after the command (write-backs to attached devices) start with the
         // first one waiting for the command; they go after it in the plan.
         let split = steps
@@ -540,37 +599,88 @@ fn plan(scn: &Scenario, rotate: usize, feed: Feed) -> Result<Planned, String> {
             token,
             stream: cmd.stream,
             deps,
-            kind: Kind::Cmd(ci),
+            kind: Kind::Cmd {
+                ci,
+                elsewhere: elsewhere.clone(),
+            },
         });
         items.extend(after);
 
-        // Before the command: every byte it reads of a buffer that is not attached, that
-        // is defined and not valid at `at` comes by the route the source rule names, once;
-        // every byte it reads of an attached buffer comes from the device by the route for
-        // bytes valid there alone, once per reading access, unless `at` is that device.
-        // After the command: every byte it writes of an attached buffer goes back to the
-        // device the same way, once per writing access. No other byte moves.
+        // Before the command, access by access: every byte it reads of a buffer that is
+        // not attached, that is defined and not valid at `at` (as the earlier accesses
+        // left the valid sets) comes by the route the source rule names; every byte it
+        // reads of an attached buffer comes from the device by the route for bytes valid
+        // there alone, once per reading access, unless `at` is that device. A
+        // pass-through read of a buffer that is not attached reads in place instead on a
+        // device alike to `at` holding every defined byte of its range, where there is
+        // one (no hop); else, when its whole range comes by one hop from another rank's
+        // device, that hop is a pass-through step and leaves the valid sets alone, so a
+        // later access brings those bytes again. After the command: every byte it writes
+        // of an attached buffer goes back to the device the same way, once per writing
+        // access. No other byte moves.
         let mut expected_before = Hops::new();
         let mut expected_after = Hops::new();
-        let mut read_bytes: HashSet<(usize, u64)> = HashSet::new();
-        for (b, r, m) in &cmd.accesses {
+        let mut expected_elsewhere = Vec::new();
+        // The valid sets the command's reads changed, per byte.
+        let mut valid: HashMap<(usize, u64), ValidSet> = HashMap::new();
+        for (i, (b, r, m)) in cmd.accesses.iter().enumerate() {
+            let pass = scn.pass_through(ci, i) && *m == Mode::Read;
             match attached[*b] {
-                None => {
-                    if reads(*m) {
-                        read_bytes.extend(r.clone().map(|off| (*b, off)));
+                None if reads(*m) && !r.is_empty() => {
+                    let sets: Vec<(u64, ValidSet)> = (r.clone())
+                        .map(|off| {
+                            let set = valid.get(&(*b, off));
+                            (off, set.unwrap_or_else(|| set_at(&before[*b], off)).clone())
+                        })
+                        .collect();
+                    let missing: Vec<(u64, &ValidSet)> = (sets.iter())
+                        .filter(|(_, set)| !set.is_empty() && !set.contains(cmd.at))
+                        .map(|(off, set)| (*off, set))
+                        .collect();
+                    if missing.is_empty() {
+                        continue;
+                    }
+                    if let Some(d) = in_place_source(scn, cmd.at, &sets).filter(|_| pass) {
+                        expected_elsewhere.push((i, d));
+                        continue;
+                    }
+                    let routes: Vec<_> = (missing.iter())
+                        .map(|&(off, set)| (off, set, expected_route(scn, set, cmd.at)))
+                        .collect();
+                    let through = pass
+                        && missing.len() == sets.len()
+                        && routes.iter().all(|(_, _, route)| *route == routes[0].2)
+                        && one_hop_across_ranks(scn, &routes[0].2);
+                    for (off, set, route) in routes {
+                        let hops = route.iter().map(|&(from, to)| (from, to, through));
+                        expected_before.entry((*b, off)).or_default().extend(hops);
+                        if !through {
+                            let now = (set.locations().iter().copied())
+                                .chain(route.iter().map(|&(_, to)| to))
+                                .collect();
+                            valid.insert((*b, off), now);
+                        }
                     }
                 }
+                None => {}
                 Some(a) if Location::Device(a) == cmd.at => {}
                 Some(a) => {
                     let from = Location::Device(a);
+                    let hops = |from, to, pass| {
+                        let route = expected_route(scn, &ValidSet::only(from), to);
+                        let through = pass && one_hop_across_ranks(scn, &route);
+                        (route.into_iter())
+                            .map(|(f, t)| (f, t, through))
+                            .collect::<Vec<_>>()
+                    };
                     if reads(*m) {
-                        let route = expected_route(scn, &ValidSet::only(from), cmd.at);
+                        let route = hops(from, cmd.at, pass);
                         for off in r.clone() {
                             expected_before.entry((*b, off)).or_default().extend(&route);
                         }
                     }
                     if writes(*m) {
-                        let route = expected_route(scn, &ValidSet::only(cmd.at), from);
+                        let route = hops(cmd.at, from, false);
                         for off in r.clone() {
                             expected_after.entry((*b, off)).or_default().extend(&route);
                         }
@@ -578,46 +688,23 @@ fn plan(scn: &Scenario, rotate: usize, feed: Feed) -> Result<Planned, String> {
                 }
             }
         }
-        for &(b, off) in &read_bytes {
-            let set = set_at(&before[b], off);
-            if !set.is_empty() && !set.contains(cmd.at) {
-                expected_before.insert((b, off), expected_route(scn, set, cmd.at));
-            }
-        }
         compare_hops(ci, cmd, "before", hops_before, expected_before)?;
         compare_hops(ci, cmd, "after", hops_after, expected_after)?;
+        if elsewhere != expected_elsewhere {
+            return Err(format!(
+                "command {ci} {cmd:?}: read elsewhere {elsewhere:?}, expected \
+                 {expected_elsewhere:?}"
+            ));
+        }
 
         // Valid sets after the command, for buffers that are not attached (the valid sets
-        // of attached buffers are not tracked).
+        // of attached buffers are not tracked): as its reads left them, `at` alone where it
+        // wrote, the others as before; and empty exactly where no command wrote yet.
         for (b, r, m) in &cmd.accesses {
             if writes(*m) {
                 for off in r.clone() {
                     defined[*b][off as usize] = true;
-                }
-            }
-        }
-        for (b, r, m) in &cmd.accesses {
-            if attached[*b].is_some() {
-                continue;
-            }
-            let after = s.validity(ids[*b], r.clone());
-            for (seg, set) in &after {
-                if seg.is_empty() {
-                    continue;
-                }
-                if writes(*m) && *set != ValidSet::only(cmd.at) {
-                    return Err(format!(
-                        "command {ci}: after writing {seg:?} of buffer {b} at {:?} it is \
-                         valid at {set:?}",
-                        cmd.at
-                    ));
-                }
-                if reads(*m) && !set.is_empty() && !set.contains(cmd.at) {
-                    return Err(format!(
-                        "command {ci}: after reading {seg:?} of buffer {b} at {:?} it is \
-                         valid at {set:?}",
-                        cmd.at
-                    ));
+                    valid.insert((*b, off), ValidSet::only(cmd.at));
                 }
             }
         }
@@ -627,10 +714,19 @@ fn plan(scn: &Scenario, rotate: usize, feed: Feed) -> Result<Planned, String> {
             }
             let segs = s.validity(ids[b], 0..size);
             for off in 0..size {
-                if set_at(&segs, off).is_empty() == defined[b][off as usize] {
+                let got = set_at(&segs, off);
+                let want = valid
+                    .get(&(b, off))
+                    .unwrap_or_else(|| set_at(&before[b], off));
+                if got != want {
                     return Err(format!(
-                        "command {ci}: buffer {b} byte {off}: valid set {:?} but defined={}",
-                        set_at(&segs, off),
+                        "command {ci} {cmd:?}: buffer {b} byte {off} valid at {got:?}, \
+                         expected {want:?}"
+                    ));
+                }
+                if got.is_empty() == defined[b][off as usize] {
+                    return Err(format!(
+                        "command {ci}: buffer {b} byte {off}: valid set {got:?} but defined={}",
                         defined[b][off as usize]
                     ));
                 }
@@ -695,17 +791,24 @@ fn plan(scn: &Scenario, rotate: usize, feed: Feed) -> Result<Planned, String> {
 // One process holding every location
 // ---------------------------------------------------------------------------------------
 
+/// Runs the items in `order`; `hand_off`: see `Memory`.
 fn run_single(
     scn: &Scenario,
     planned: &Planned,
     refr: &Reference,
     order: &[usize],
+    hand_off: bool,
 ) -> Result<(), String> {
-    let mut mem = Memory::new(scn);
+    let mut mem = Memory::new(scn, hand_off);
+    let pass_through = common::pass_through_steps(&planned.items);
     for &i in order {
-        match &planned.items[i].kind {
-            Kind::Step { step, buf, .. } => mem.copy(0, step, *buf),
-            Kind::Cmd(ci) => mem.exec(0, *ci, refr)?,
+        let item = &planned.items[i];
+        match &item.kind {
+            Kind::Step { .. } => mem.copy(0, item),
+            Kind::Cmd { ci, .. } => {
+                let steps = pass_through.get(ci).map_or(&[][..], Vec::as_slice);
+                mem.exec(0, item, steps, refr)?;
+            }
         }
     }
     mem.check_final(
@@ -746,15 +849,16 @@ fn check_progress(scn: &Scenario, plans: &[&Planned], rendezvous: bool) -> Resul
 }
 
 /// Every rank's actions, asynchronously on per-rank memories (`common::run_cluster`),
-/// then the bytes left at every valid location.
+/// then the bytes left at every valid location. `hand_off`: see `Memory`.
 fn run_cluster(
     scn: &Scenario,
     plans: &[&Planned],
     refr: &Reference,
     markers: bool,
+    hand_off: bool,
     rng: &mut Rng,
 ) -> Result<(), String> {
-    let mut mem = Memory::new(scn);
+    let mut mem = Memory::new(scn, hand_off);
     common::run_cluster(&rank_plans(scn, plans), &mut mem, refr, markers, rng)?;
     // Every rank's plan ends with the same valid sets and attachments (checked by
     // `check_left_out`), so rank 0's plan speaks for all.
@@ -792,8 +896,17 @@ fn check_left_out(scn: &Scenario, all: &Planned, own: &[Planned]) -> Result<(), 
             }
         }
     }
+    let elsewhere = all.elsewhere_by_command();
     for (rank, (planned, by)) in own.iter().zip(&by_own).enumerate() {
         let rank = rank as u32;
+        for (ci, e) in planned.elsewhere_by_command() {
+            if elsewhere.get(&ci) != Some(&e) {
+                return Err(format!(
+                    "command {ci}: rank {rank} read elsewhere {e:?}, with every command {:?}",
+                    elsewhere.get(&ci)
+                ));
+            }
+        }
         for (ci, steps) in by {
             if by_all.get(ci) != Some(steps) {
                 return Err(format!(
@@ -812,7 +925,7 @@ fn check_left_out(scn: &Scenario, all: &Planned, own: &[Planned]) -> Result<(), 
         let everyone = roles(scn, all, rank);
         for (item, role) in all.items.iter().zip(everyone) {
             let ci = match &item.kind {
-                Kind::Cmd(ci) | Kind::Step { cmd: ci, .. } => *ci,
+                Kind::Cmd { ci, .. } | Kind::Step { cmd: ci, .. } => *ci,
             };
             if role.is_some() && !by.contains_key(&ci) {
                 return Err(format!(
@@ -835,10 +948,11 @@ fn check_cluster(
     check_matching(scn, plans)?;
     check_progress(scn, plans, false)?;
     check_progress(scn, plans, true)?;
-    for (markers, runs) in [(true, 1), (false, 4)] {
-        for _ in 0..runs {
-            run_cluster(scn, plans, refr, markers, rng)
-                .map_err(|e| format!("cluster (markers={markers}): {e}"))?;
+    for (markers, runs) in [(true, 2), (false, 4)] {
+        for run in 0..runs {
+            let hand_off = run % 2 == 1;
+            run_cluster(scn, plans, refr, markers, hand_off, rng)
+                .map_err(|e| format!("cluster (markers={markers}, hand_off={hand_off}): {e}"))?;
         }
     }
     Ok(())
@@ -870,11 +984,15 @@ fn check_scenario(scn: &Scenario) -> Result<(), String> {
     let mut rng = Rng(scn.seed);
 
     let in_order: Vec<usize> = (0..planned.items.len()).collect();
-    run_single(scn, &planned, &refr, &in_order).map_err(|e| format!("in order: {e}"))?;
     let preds = planned.preds();
-    for _ in 0..3 {
-        let order = random_topological_order(&preds, &mut rng);
-        run_single(scn, &planned, &refr, &order).map_err(|e| format!("async: {e}"))?;
+    for hand_off in [false, true] {
+        run_single(scn, &planned, &refr, &in_order, hand_off)
+            .map_err(|e| format!("in order (hand_off={hand_off}): {e}"))?;
+        for _ in 0..2 {
+            let order = random_topological_order(&preds, &mut rng);
+            run_single(scn, &planned, &refr, &order, hand_off)
+                .map_err(|e| format!("async (hand_off={hand_off}): {e}"))?;
+        }
     }
 
     let everywhere: Vec<&Planned> = vec![&planned; scn.ranks as usize];
@@ -941,6 +1059,7 @@ fn acc(buffer: BufferId, range: Range<u64>, mode: Mode) -> Access {
         range,
         mode,
         aliased: false,
+        pass_through: false,
     }
 }
 
@@ -1198,6 +1317,7 @@ fn thesis_figure_iv3_cannot_deadlock() {
             },
         ],
         policy: StepStreams::Destination,
+        pass_through_every: 0,
         seed: 3,
     };
     let planned = plan(&scn, 0, Feed::All).unwrap();
@@ -1207,7 +1327,7 @@ fn thesis_figure_iv3_cannot_deadlock() {
         .iter()
         .filter_map(|i| match &i.kind {
             Kind::Step { step, .. } => Some((step.from, step.to)),
-            Kind::Cmd(_) => None,
+            Kind::Cmd { .. } => None,
         })
         .collect();
     assert_eq!(steps, vec![(H, D0), (D0, D1), (D1, H)]);
@@ -1248,6 +1368,7 @@ fn a_host_reader_is_not_forgotten_for_a_step_of_another_rank() {
             cmd(H, s0, Mode::Read),
         ],
         policy: StepStreams::Destination,
+        pass_through_every: 0,
         seed: 1,
     };
     let planned = plan(&scn, 0, Feed::All).unwrap();
@@ -1263,8 +1384,16 @@ fn a_host_reader_is_not_forgotten_for_a_step_of_another_rank() {
     );
     let refr = reference(&scn);
     let mut rng = Rng(7);
-    for _ in 0..200 {
-        run_cluster(&scn, &[&planned, &planned], &refr, false, &mut rng).unwrap();
+    for i in 0..200 {
+        run_cluster(
+            &scn,
+            &[&planned, &planned],
+            &refr,
+            false,
+            i % 2 == 1,
+            &mut rng,
+        )
+        .unwrap();
     }
 }
 
@@ -1282,6 +1411,7 @@ fn a_buffer_attached_to_another_ranks_device_moves_from_and_back_to_it() {
         range,
         from,
         to,
+        pass_through: false,
     };
     let st = steps_token;
     let whole = |mode| [acc(b, 0..16, mode)];
@@ -1366,6 +1496,7 @@ fn a_buffer_attached_to_another_ranks_device_moves_from_and_back_to_it() {
             cmd(H, s0, vec![(0, 0..16, Mode::Read), (1, 0..8, Mode::Read)]),
         ],
         policy: StepStreams::Fresh,
+        pass_through_every: 0,
         seed: 5,
     };
     let all = plan(&scn, 0, Feed::All).unwrap();
@@ -1477,6 +1608,7 @@ fn leaving_out_a_command_that_stages_through_the_host_copy_loses_a_broadcast() {
             },
         ],
         policy: StepStreams::Destination,
+        pass_through_every: 0,
         seed: 9,
     };
     let all = plan(&scn, 0, Feed::All).unwrap();
@@ -1498,4 +1630,158 @@ fn leaving_out_a_command_that_stages_through_the_host_copy_loses_a_broadcast() {
     let own = own_plans(&scn, LeaveOut::NoHostHop).unwrap();
     assert!(own[1].steps_by_command().contains_key(&1));
     check_scenario(&scn).unwrap();
+}
+
+/// A pass-through read (`Access::pass_through`) of the buffer range `range` of `buffer`.
+fn pass_read(buffer: BufferId, range: Range<u64>) -> Access {
+    Access {
+        pass_through: true,
+        ..acc(buffer, range, Mode::Read)
+    }
+}
+
+/// D0 and D1 share a vendor context, so a copy at D1 reads its source on D0 where it
+/// lies, rather than through a replica at D1: no step, D1 stays invalid, and the hazards
+/// are D0's, so a later writer at D0 waits for the copy and one at D1 does not.
+#[test]
+fn a_pass_through_read_reads_in_place_on_a_device_of_the_same_context() {
+    let mut s = sched(&[(0, 0), (0, 0), (0, 1)]);
+    let b = s.create_buffer(16, None);
+    run(&mut s, D0, 1, &[acc(b, 0..16, Mode::Write)], 1);
+    let (steps, deps) = run(&mut s, D1, 2, &[pass_read(b, 0..16)], 2);
+    assert!(steps.is_empty());
+    assert_eq!(s.read_elsewhere(), &[(0, 0)]);
+    // After D0's writer, on another stream.
+    assert_eq!(deps, vec![1]);
+    assert_eq!(s.validity(b, 0..16), vec![(0..16, ValidSet::only(D0))]);
+    // A writer at D0 waits for the copy (and the writer before it); one at D1 does not.
+    let (steps, deps) = run(&mut s, D0, 3, &[acc(b, 0..8, Mode::Write)], 3);
+    assert!(steps.is_empty() && s.read_elsewhere().is_empty());
+    assert_eq!(deps, vec![1, 2]);
+    let (steps, deps) = run(&mut s, D1, 4, &[acc(b, 8..16, Mode::Write)], 4);
+    assert!(steps.is_empty() && deps.is_empty());
+    // Bytes valid at D1 in part, and all on D0: in place again. Another vendor context
+    // (D2) is never read in place: its bytes come through the host copy.
+    run(&mut s, D0, 3, &[acc(b, 8..16, Mode::Write)], 5);
+    run(&mut s, D1, 4, &[acc(b, 0..4, Mode::Read)], 6);
+    let (steps, _) = run(&mut s, D1, 4, &[pass_read(b, 0..16)], 7);
+    assert!(steps.is_empty());
+    assert_eq!(s.read_elsewhere(), &[(0, 0)]);
+    let (steps, _) = run(&mut s, D2, 5, &[pass_read(b, 0..16)], 8);
+    assert!(s.read_elsewhere().is_empty());
+    let staged = [(D0, H, 0..4), (H, D2, 0..4), (D0, H, 4..16), (H, D2, 4..16)];
+    assert_eq!(hops(&steps), staged);
+
+    // As a cluster with every read pass-through, rank 1 holding D2.
+    let scn = Scenario {
+        ranks: 2,
+        devices: vec![
+            common::device(0, 0),
+            common::device(0, 0),
+            common::device(1, 0),
+        ],
+        streams: vec![1, 1, 1],
+        buffers: vec![(16, false)],
+        commands: vec![
+            Command {
+                at: D0,
+                stream: dev_stream(0, 0),
+                accesses: vec![(0, 0..16, Mode::Write)],
+                attach: false,
+            },
+            Command {
+                at: D1,
+                stream: dev_stream(1, 0),
+                accesses: vec![(0, 4..12, Mode::Read)],
+                attach: false,
+            },
+            Command {
+                at: D0,
+                stream: dev_stream(0, 0),
+                accesses: vec![(0, 0..16, Mode::Write)],
+                attach: false,
+            },
+            Command {
+                at: D2,
+                stream: dev_stream(2, 0),
+                accesses: vec![(0, 0..16, Mode::Read)],
+                attach: false,
+            },
+        ],
+        policy: StepStreams::Fresh,
+        pass_through_every: 1,
+        seed: 11,
+    };
+    let planned = plan(&scn, 0, Feed::All).unwrap();
+    assert_eq!(planned.elsewhere_by_command()[&1], &[(0, 0)]);
+    assert!(planned.steps_by_command()[&1].is_empty());
+    let into_d2 = &planned.steps_by_command()[&3];
+    assert!(into_d2.len() == 1 && into_d2[0].pass_through);
+    check_scenario(&scn).unwrap();
+}
+
+/// A copy at D1 (rank 1) of bytes valid on D0 (rank 0) alone: they come whole by one
+/// step, a pass-through step, and D1 does not become valid, so the next copy brings them
+/// again, after the first step (a writer of D1) and the first copy (a reader there). A
+/// read that is not pass-through makes D1 valid as ever.
+#[test]
+fn a_pass_through_read_from_another_rank_leaves_its_destination_invalid() {
+    let mut s = sched(&[(0, 0), (1, 0)]);
+    let b = s.create_buffer(16, None);
+    run(&mut s, D0, 1, &[acc(b, 0..16, Mode::Write)], 1);
+    let through = Step {
+        buffer: b,
+        range: 0..16,
+        from: D0,
+        to: D1,
+        pass_through: true,
+    };
+    let (steps, deps) = run(&mut s, D1, 2, &[pass_read(b, 0..16)], 2);
+    assert_eq!(steps, vec![(through.clone(), vec![1])]);
+    assert_eq!(deps, vec![steps_token(2, 0)]);
+    assert!(s.read_elsewhere().is_empty());
+    assert_eq!(s.validity(b, 0..16), vec![(0..16, ValidSet::only(D0))]);
+    let (steps, deps) = run(&mut s, D1, 2, &[pass_read(b, 0..16)], 3);
+    assert_eq!(steps, vec![(through, vec![1, steps_token(2, 0), 2])]);
+    assert_eq!(deps, vec![steps_token(3, 0)]);
+    assert_eq!(s.validity(b, 0..16), vec![(0..16, ValidSet::only(D0))]);
+    let (steps, _) = run(&mut s, D1, 2, &[acc(b, 0..16, Mode::Read)], 4);
+    assert_eq!(steps.len(), 1);
+    assert!(!steps[0].0.pass_through);
+    assert_eq!(s.validity(b, 0..16), vec![(0..16, set(&[D0, D1]))]);
+    // A write marked pass-through is an ordinary write.
+    let (steps, _) = run(
+        &mut s,
+        D1,
+        2,
+        &[Access {
+            mode: Mode::Write,
+            ..pass_read(b, 0..8)
+        }],
+        5,
+    );
+    assert!(steps.is_empty() && s.read_elsewhere().is_empty());
+    assert_eq!(s.validity(b, 0..8), vec![(0..8, ValidSet::only(D1))]);
+}
+
+/// A pass-through read whose bytes lie in two places moves as any read: no device holds
+/// them all to read in place, and no one step brings them whole.
+#[test]
+fn a_pass_through_read_of_bytes_in_two_places_moves_as_any_read() {
+    // D0, D1 and D2 share a vendor context on rank 0; D3 is rank 1's.
+    let mut s = sched(&[(0, 0), (0, 0), (0, 0), (1, 0)]);
+    let b = s.create_buffer(16, None);
+    run(&mut s, D0, 1, &[acc(b, 0..8, Mode::Write)], 1);
+    run(&mut s, D1, 2, &[acc(b, 8..16, Mode::Write)], 2);
+    let d3 = Location::Device(3);
+    for (at, token) in [(D2, 3), (d3, 4)] {
+        let (steps, _) = run(&mut s, at, 3, &[pass_read(b, 0..16)], token);
+        assert!(s.read_elsewhere().is_empty());
+        assert_eq!(hops(&steps), vec![(D0, at, 0..8), (D1, at, 8..16)]);
+        assert!(steps.iter().all(|(step, _)| !step.pass_through));
+    }
+    assert_eq!(
+        s.validity(b, 0..16),
+        vec![(0..8, set(&[D0, D2, d3])), (8..16, set(&[D1, D2, d3]))]
+    );
 }

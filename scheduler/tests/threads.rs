@@ -97,6 +97,9 @@ struct Scenario {
     /// runs them so.
     commands: Vec<Command>,
     policy: StepStreams,
+    /// One access in this many, by command and buffer, is marked pass-through (0: none);
+    /// see `World::pass_through`.
+    pass_through_every: usize,
     seed: u64,
 }
 
@@ -118,6 +121,13 @@ impl World for Scenario {
     }
     fn accesses(&self, ci: usize) -> &common::Accesses {
         &self.commands[ci].accesses
+    }
+    fn pass_through(&self, ci: usize, i: usize) -> bool {
+        let b = self.commands[ci].accesses[i].0;
+        // Chosen by command and buffer, alike on every rank, writes too (which must ignore
+        // it).
+        let every = self.pass_through_every;
+        every != 0 && (ci + 2 * b) % every == every / 2
     }
 }
 
@@ -219,9 +229,11 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         any::<bool>(),
         0u8..3,
         any::<u64>(),
+        // How many accesses are marked pass-through: none, a quarter, all.
+        prop_oneof![Just(0usize), Just(4), Just(1)],
     )
         .prop_map(
-            |(ranks, raw_threads, raw_main, shared_host, policy, seed)| {
+            |(ranks, raw_threads, raw_main, shared_host, policy, seed, every)| {
                 let mut devices = Vec::new();
                 for (owner, (groups, devs)) in ranks.iter().enumerate() {
                     for g in devs {
@@ -294,6 +306,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                     main,
                     commands,
                     policy,
+                    pass_through_every: every,
                     seed,
                 }
             },
@@ -348,13 +361,14 @@ impl Planner<'_> {
             *count += 1;
             (thread.slot as u64) << 32 | *count
         };
-        let accesses: Vec<Access> = (cmd.accesses.iter())
-            .map(|(b, r, m)| Access {
+        let accesses: Vec<Access> = (cmd.accesses.iter().enumerate())
+            .map(|(i, (b, r, m))| Access {
                 buffer: ids[*b],
                 range: r.clone(),
                 mode: *m,
                 // A third of the accesses go through a sub-buffer (alike on every rank).
                 aliased: (ci + b).is_multiple_of(3),
+                pass_through: scn.pass_through(ci, i),
             })
             .collect();
         let own = token();
@@ -388,6 +402,8 @@ impl Planner<'_> {
                 });
                 (stream, t)
             });
+        // Only valid until the next `schedule`.
+        let elsewhere = self.s.read_elsewhere().to_vec();
         for it in &steps {
             let (step, buf) = common::step_of(it);
             let bytes = match buf {
@@ -406,7 +422,7 @@ impl Planner<'_> {
             token: own,
             stream: cmd.stream,
             deps,
-            kind: Kind::Cmd(ci),
+            kind: Kind::Cmd { ci, elsewhere },
         });
         Ok(())
     }
@@ -530,7 +546,7 @@ fn check_plans(scn: &Scenario, plans: &[Planned]) -> Result<(), String> {
         let slot = slot_of(it.token);
         let on_host = match &it.kind {
             Kind::Step { step, .. } => step.from == Location::Host && step.to == Location::Host,
-            Kind::Cmd(_) => false,
+            Kind::Cmd { .. } => false,
         };
         if on_host && slot != 0 && it.deps.iter().any(|&d| slot_of(d) != slot) {
             return Err(format!("thread {slot}'s {it:?} waits for another thread"));
@@ -581,11 +597,13 @@ fn check_cluster(scn: &Scenario, plans: &[Planned], rule: TagRule) -> Result<(),
     check_progress_of(lists, true)?;
     let refr = reference(scn);
     let mut rng = Rng(scn.seed ^ 0xC1u64);
-    for (markers, runs) in [(true, 1), (false, 3)] {
-        for _ in 0..runs {
-            let mut mem = Memory::new(scn);
+    for (markers, runs) in [(true, 2), (false, 4)] {
+        for run in 0..runs {
+            // Pass-through steps land in their instance or in a block of their own.
+            let hand_off = run % 2 == 1;
+            let mut mem = Memory::new(scn, hand_off);
             common::run_cluster(&ranks, &mut mem, &refr, markers, &mut rng)
-                .map_err(|e| format!("cluster (markers={markers}): {e}"))?;
+                .map_err(|e| format!("cluster (markers={markers}, hand_off={hand_off}): {e}"))?;
             // Rank 0's valid sets speak for every rank's (`check_plans`).
             mem.check_final(
                 &plans[0].final_validity,
@@ -676,6 +694,7 @@ fn two_threads_two_orders() -> (Scenario, Vec<Vec<usize>>) {
             cmd(1, H, vec![(2, 0..4, Mode::Read)]),
         ],
         policy: StepStreams::Fresh,
+        pass_through_every: 0,
         seed: 5,
     };
     (scn, vec![vec![0, 0, 0, 1, 1, 1], vec![1, 1, 1, 0, 0, 0]])

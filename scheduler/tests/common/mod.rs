@@ -24,6 +24,9 @@ pub trait World {
     /// Where command `ci` runs.
     fn at(&self, ci: usize) -> Location;
     fn accesses(&self, ci: usize) -> &Accesses;
+    /// Whether access `i` of command `ci` is marked pass-through (`Access::pass_through`,
+    /// which only reads heed).
+    fn pass_through(&self, ci: usize, i: usize) -> bool;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -69,6 +72,11 @@ pub fn written(cmd: usize, buf: usize, off: u64) -> u64 {
     (1 << 40) | ((cmd as u64) << 16) | ((buf as u64) << 8) | off
 }
 
+/// What a block a pass-through step lands in holds before it lands (see `Memory`).
+pub fn unlanded(rank: u32, ci: usize, buf: usize, off: u64) -> u64 {
+    (4 << 40) | (u64::from(rank) << 32) | ((ci as u64) << 16) | ((buf as u64) << 8) | off
+}
+
 /// The initial host bytes of a buffer created with host data.
 pub fn initial(buf: usize, off: u64) -> u64 {
     (2 << 40) | ((buf as u64) << 8) | off
@@ -99,12 +107,13 @@ pub fn owner(w: &impl World, loc: Location) -> Option<u32> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Kind {
     /// A transfer step, planned for command `cmd`.
-    Step {
-        step: Step,
-        buf: usize,
-        cmd: usize,
+    Step { step: Step, buf: usize, cmd: usize },
+    /// Command `ci`; `elsewhere`: what `Scheduler::read_elsewhere` gave right after it
+    /// was scheduled (accesses read in place on another device, by index).
+    Cmd {
+        ci: usize,
+        elsewhere: Vec<(usize, u32)>,
     },
-    Cmd(usize),
 }
 
 /// A command or step as a scheduler planned it: its token, stream and dependencies.
@@ -119,8 +128,21 @@ pub struct Item {
 pub fn step_of(item: &Item) -> (&Step, usize) {
     match &item.kind {
         Kind::Step { step, buf, .. } => (step, *buf),
-        Kind::Cmd(_) => panic!("not a step"),
+        Kind::Cmd { .. } => panic!("not a step"),
     }
+}
+
+/// Per command, the (buffer, range) of the pass-through steps planned for it.
+pub fn pass_through_steps(items: &[Item]) -> HashMap<usize, Vec<(usize, Range<u64>)>> {
+    let mut by: HashMap<usize, Vec<(usize, Range<u64>)>> = HashMap::new();
+    for item in items {
+        if let Kind::Step { step, buf, cmd } = &item.kind {
+            if step.pass_through {
+                by.entry(*cmd).or_default().push((*buf, step.range.clone()));
+            }
+        }
+    }
+    by
 }
 
 /// Each item's predecessors by index: its dependencies and the previous item on its
@@ -172,9 +194,13 @@ pub fn random_topological_order(preds: &[Vec<usize>], rng: &mut Rng) -> Vec<usiz
 // The reference: one location executing every command in order
 // ---------------------------------------------------------------------------------------
 
+/// A byte a command reads: (access index, buffer, offset, what it must see; None:
+/// undefined).
+pub type ReadByte = (usize, usize, u64, Option<u64>);
+
 pub struct Reference {
-    /// Per command: every byte it reads and what it must see (None: undefined).
-    pub reads: Vec<Vec<(usize, u64, Option<u64>)>>,
+    /// Per command: every byte it reads.
+    pub reads: Vec<Vec<ReadByte>>,
     /// Per buffer: the final bytes.
     pub bytes: Vec<Vec<Option<u64>>>,
 }
@@ -187,9 +213,9 @@ pub fn reference(w: &impl World) -> Reference {
     for ci in 0..w.commands() {
         // A command reads everything it reads before writing anything.
         let mut seen = Vec::new();
-        for (b, r, m) in w.accesses(ci) {
+        for (i, (b, r, m)) in w.accesses(ci).iter().enumerate() {
             if reads(*m) {
-                seen.extend(r.clone().map(|off| (*b, off, bytes[*b][off as usize])));
+                seen.extend(r.clone().map(|off| (i, *b, off, bytes[*b][off as usize])));
             }
         }
         for (b, r, m) in w.accesses(ci) {
@@ -212,17 +238,32 @@ pub fn reference(w: &impl World) -> Reference {
 // ---------------------------------------------------------------------------------------
 
 /// The instances of every buffer: (rank, location, buffer) → bytes.
+///
+/// A pass-through step (`Step::pass_through`) may write its destination's instance, or,
+/// with `hand_off`, only a block of its own that the command it serves reads instead (as
+/// the runtime's copies do): the scheduler must be right for both.
 pub struct Memory<'a, W: World> {
     w: &'a W,
     cells: HashMap<(u32, Location, usize), Vec<u64>>,
+    hand_off: bool,
+    /// (rank, command, buffer) → the bytes pass-through steps landed for the command.
+    landed: HashMap<(u32, usize, usize), Vec<u64>>,
 }
 
 impl<'a, W: World> Memory<'a, W> {
-    pub fn new(w: &'a W) -> Self {
+    pub fn new(w: &'a W, hand_off: bool) -> Self {
         Memory {
             w,
             cells: HashMap::new(),
+            hand_off,
+            landed: HashMap::new(),
         }
+    }
+
+    fn landed_cell(&mut self, rank: u32, ci: usize, buf: usize) -> &mut Vec<u64> {
+        let size = self.w.buffers()[buf].0;
+        (self.landed.entry((rank, ci, buf)))
+            .or_insert_with(|| (0..size).map(|o| unlanded(rank, ci, buf, o)).collect())
     }
 
     pub fn cell(&mut self, rank: u32, loc: Location, buf: usize) -> &mut Vec<u64> {
@@ -249,23 +290,66 @@ impl<'a, W: World> Memory<'a, W> {
         self.cell(rank, loc, buf)[s..s + data.len()].copy_from_slice(data);
     }
 
-    pub fn copy(&mut self, rank: u32, step: &Step, buf: usize) {
-        let data = self.read(rank, step.from, buf, step.range.clone());
-        self.write(rank, step.to, buf, step.range.start, &data);
+    /// Lands the bytes of step `item` at its destination on `rank`.
+    pub fn land(&mut self, rank: u32, item: &Item, data: &[u64]) {
+        let Kind::Step { step, buf, cmd } = &item.kind else {
+            panic!("not a step")
+        };
+        if self.hand_off && step.pass_through {
+            let s = step.range.start as usize;
+            self.landed_cell(rank, *cmd, *buf)[s..s + data.len()].copy_from_slice(data);
+        } else {
+            self.write(rank, step.to, *buf, step.range.start, data);
+        }
     }
 
-    /// Runs command `ci` at its location's instance on `rank`: checks every byte it reads
-    /// against the reference, then writes.
-    pub fn exec(&mut self, rank: u32, ci: usize, refr: &Reference) -> Result<(), String> {
-        let w = self.w;
+    /// Runs step `item` on `rank`, both ends local.
+    pub fn copy(&mut self, rank: u32, item: &Item) {
+        let (step, buf) = step_of(item);
+        let data = self.read(rank, step.from, buf, step.range.clone());
+        self.land(rank, item, &data);
+    }
+
+    /// Runs command `item` on `rank`: checks every byte it reads against the reference,
+    /// then writes at its location's instance. An access reads where the scheduler said
+    /// (`Kind::Cmd::elsewhere`), or else, with `hand_off`, a pass-through read whose
+    /// whole range one of the command's pass-through steps (`pass_through`, per
+    /// `pass_through_steps`) brings reads that step's block; every other access reads at
+    /// the command's location.
+    pub fn exec(
+        &mut self,
+        rank: u32,
+        item: &Item,
+        pass_through: &[(usize, Range<u64>)],
+        refr: &Reference,
+    ) -> Result<(), String> {
+        let Kind::Cmd { ci, elsewhere } = &item.kind else {
+            panic!("not a command")
+        };
+        let (w, ci) = (self.w, *ci);
         let at = w.at(ci);
-        for &(b, off, expected) in &refr.reads[ci] {
-            let got = self.cell(rank, at, b)[off as usize];
+        for &(i, b, off, expected) in &refr.reads[ci] {
+            let (_, range, mode) = &w.accesses(ci)[i];
+            let landed = self.hand_off
+                && *mode == Mode::Read
+                && w.pass_through(ci, i)
+                && pass_through.iter().any(|(pb, r)| (*pb, r) == (b, range));
+            let (got, from) = match elsewhere.iter().find(|(a, _)| *a == i) {
+                Some(&(_, d)) => {
+                    let d = Location::Device(d);
+                    (self.cell(rank, d, b)[off as usize], format!("{d:?}"))
+                }
+                None if landed => (
+                    self.landed_cell(rank, ci, b)[off as usize],
+                    "its landed block".into(),
+                ),
+                None => (self.cell(rank, at, b)[off as usize], format!("{at:?}")),
+            };
             if let Some(e) = expected {
                 if got != e {
                     return Err(format!(
                         "rank {rank}: command {ci} at {at:?} {:?} read byte {off} of buffer \
-                         {b} as {got:#x}, expected {e:#x}",
+                         {b} (access {i}, on {from}) as {got:#x}, expected {e:#x}",
                         w.accesses(ci)
                     ));
                 }
@@ -357,7 +441,8 @@ pub fn roles(
     items
         .iter()
         .map(|item| match &item.kind {
-            Kind::Cmd(ci) => match owner(w, w.at(*ci)) {
+            // A read in place happens on a device of the same owner: nothing more to do.
+            Kind::Cmd { ci, .. } => match owner(w, w.at(*ci)) {
                 None => Some(Role::Exec(*ci)),
                 Some(o) => (o == rank).then_some(Role::Exec(*ci)),
             },
@@ -576,6 +661,9 @@ pub fn run_cluster<W: World>(
             });
         }
     }
+    let pass_through: Vec<_> = (plans.iter())
+        .map(|plan| pass_through_steps(plan.items))
+        .collect();
     let mut done = vec![false; tasks.len()];
     let mut messages: HashMap<Message, Vec<u64>> = HashMap::new();
     let mut remaining = tasks.len();
@@ -600,11 +688,11 @@ pub fn run_cluster<W: World>(
         let rank = task.rank;
         match task.role {
             None => {}
-            Some(Role::Exec(ci)) => mem.exec(rank, *ci, refr)?,
-            Some(Role::Copy) => {
-                let (step, buf) = step_of(task.item);
-                mem.copy(rank, step, buf);
+            Some(Role::Exec(ci)) => {
+                let steps = pass_through[rank as usize].get(ci);
+                mem.exec(rank, task.item, steps.map_or(&[], Vec::as_slice), refr)?;
             }
+            Some(Role::Copy) => mem.copy(rank, task.item),
             Some(Role::Send { peers, to_host }) => {
                 let (step, buf) = step_of(task.item);
                 let data = mem.read(rank, step.from, buf, step.range.clone());
@@ -616,9 +704,8 @@ pub fn run_cluster<W: World>(
                 }
             }
             Some(Role::Recv { peer, tag }) => {
-                let (step, buf) = step_of(task.item);
                 let data = messages[&(*peer, rank, *tag)].clone();
-                mem.write(rank, step.to, buf, step.range.start, &data);
+                mem.land(rank, task.item, &data);
             }
         }
         done[t] = true;
