@@ -640,29 +640,31 @@ impl<T: Clone> Scheduler<T> {
             }
             let mut loc = at;
             if access.mode.reads() {
-                match self.attached(access.buffer) {
-                    Some(a) if Location::Device(a) != at => self.move_range(
+                let pass_through = access.pass_through && access.mode == Mode::Read;
+                match (
+                    self.in_place_source(access, at),
+                    self.attached(access.buffer),
+                ) {
+                    (Some(d), _) => {
+                        self.elsewhere.push((i, d));
+                        loc = Location::Device(d);
+                    }
+                    (None, Some(a)) if Location::Device(a) != at => self.move_range(
                         access.buffer,
                         access.range.clone(),
                         Location::Device(a),
                         at,
-                        access.pass_through && access.mode == Mode::Read,
+                        pass_through,
                         &mut submit_step,
                     ),
-                    Some(_) => {}
-                    None => match self.in_place_source(access, at) {
-                        Some(d) => {
-                            self.elsewhere.push((i, d));
-                            loc = Location::Device(d);
-                        }
-                        None => self.bring_valid(
-                            access.buffer,
-                            access.range.clone(),
-                            at,
-                            access.pass_through && access.mode == Mode::Read,
-                            &mut submit_step,
-                        ),
-                    },
+                    (None, Some(_)) => {}
+                    (None, None) => self.bring_valid(
+                        access.buffer,
+                        access.range.clone(),
+                        at,
+                        pass_through,
+                        &mut submit_step,
+                    ),
                 }
             }
             if let Some(state) = self.buffers.get(&access.buffer) {
@@ -744,7 +746,8 @@ impl<T: Clone> Scheduler<T> {
     }
 
     /// For a pass-through read at a device that lacks some of its bytes: another device
-    /// of that device's vendor context holding all of them, the first in the valid set.
+    /// of that device's vendor context holding all of them, the first in the valid set
+    /// (for an attached buffer, its device).
     fn in_place_source(&self, access: &Access, at: Location) -> Option<u32> {
         if !access.pass_through || access.mode != Mode::Read {
             return None;
@@ -754,6 +757,14 @@ impl<T: Clone> Scheduler<T> {
         };
         let state = self.buffers.get(&access.buffer)?;
         let target = self.desc(t);
+        let alike = |d: u32| {
+            let desc = self.desc(d);
+            d != t && (desc.owner, desc.group) == (target.owner, target.group)
+        };
+        if let Some(a) = state.attached {
+            // Its device always holds the newest bytes.
+            return alike(a).then_some(a);
+        }
         let segments = state.validity.segments_in(access.range.clone());
         let defined: Vec<&ValidSet> = (segments.iter().map(|(_, set)| set))
             .filter(|set| !set.is_empty())
@@ -761,10 +772,6 @@ impl<T: Clone> Scheduler<T> {
         if defined.iter().all(|set| set.contains(at)) {
             return None;
         }
-        let alike = |d: u32| {
-            let desc = self.desc(d);
-            d != t && (desc.owner, desc.group) == (target.owner, target.group)
-        };
         defined.first()?.locations().iter().find_map(|&l| match l {
             Location::Device(d) if alike(d) && defined.iter().all(|set| set.contains(l)) => Some(d),
             _ => None,

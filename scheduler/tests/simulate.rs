@@ -611,9 +611,9 @@ fn plan(scn: &Scenario, rotate: usize, feed: Feed) -> Result<Planned, String> {
         // left the valid sets) comes by the route the source rule names; every byte it
         // reads of an attached buffer comes from the device by the route for bytes valid
         // there alone, once per reading access, unless `at` is that device. A
-        // pass-through read of a buffer that is not attached reads in place instead on a
-        // device alike to `at` holding every defined byte of its range, where there is
-        // one (no hop); else, when its whole range comes by one hop from another rank's
+        // pass-through read reads in place instead on a device alike to `at` (same
+        // owner and group) holding every defined byte of its range, where there is one
+        // (no hop; an attached buffer's device holds them all); else, when its whole range comes by one hop from another rank's
         // device, that hop is a pass-through step and leaves the valid sets alone, so a
         // later access brings those bytes again. After the command: every byte it writes
         // of an attached buffer goes back to the device the same way, once per writing
@@ -673,7 +673,15 @@ fn plan(scn: &Scenario, rotate: usize, feed: Feed) -> Result<Planned, String> {
                             .map(|(f, t)| (f, t, through))
                             .collect::<Vec<_>>()
                     };
-                    if reads(*m) {
+                    let context = |d: u32| {
+                        let desc = scn.devices[d as usize];
+                        (desc.owner, desc.group)
+                    };
+                    let alike = matches!(cmd.at, Location::Device(t) if context(t) == context(a));
+                    if pass && alike && !r.is_empty() {
+                        // Its device holds the newest bytes: read in place there.
+                        expected_elsewhere.push((i, a));
+                    } else if reads(*m) {
                         let route = hops(from, cmd.at, pass);
                         for off in r.clone() {
                             expected_before.entry((*b, off)).or_default().extend(&route);
