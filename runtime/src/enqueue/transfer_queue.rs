@@ -50,22 +50,48 @@ pub(super) fn local_copy(
     ))
 }
 
+/// Which way a transfer step's vendor command moves bytes between a device and host
+/// memory.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Way {
+    /// From host memory into the device's instance.
+    Write,
+    /// From the device's instance into host memory.
+    Read,
+    /// A step's only read, which may go behind the command that wrote its bytes
+    /// ([`read_queue`]): a read of many pieces waits for sends between them, and would
+    /// hold up the application's commands behind it there.
+    OnlyRead,
+}
+
+impl Way {
+    /// The way of each read of a step of `pieces` pieces.
+    pub fn read_of(pieces: usize) -> Way {
+        match pieces {
+            1 => Way::OnlyRead,
+            _ => Way::Read,
+        }
+    }
+}
+
 /// A vendor read of the device's instance into host memory at `host`, or a write from
-/// it (`(device, true)`), on the device's transfer queue.
+/// it, on the device's transfer queue (a step's only read: see [`read_queue`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn local_transfer(
     ctx: &Arc<Context>,
     device: &Arc<Device>,
     root: &Arc<Buffer>,
-    write: bool,
+    way: Way,
     offset: usize,
     len: usize,
     host: usize,
     mut deps: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
-    let tq = match write {
-        true => ctx.transfer_queue(device, false)?,
-        false => read_queue(ctx, device, &mut deps)?,
+    let write = way == Way::Write;
+    let tq = match way {
+        Way::Write => ctx.transfer_queue(device, false)?,
+        Way::Read => ctx.transfer_queue(device, true)?,
+        Way::OnlyRead => read_queue(ctx, device, &mut deps)?,
     };
     let mem = root.instance(device)?;
     let work: VendorWork = match root.image {

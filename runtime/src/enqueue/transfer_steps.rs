@@ -9,7 +9,7 @@
 //! ranks of a pair plan the same steps in the same order and agree on their tags.
 
 use super::root_arc;
-use super::transfer_queue::{local_copy, local_transfer};
+use super::transfer_queue::{local_copy, local_transfer, Way};
 use crate::cl::*;
 use crate::context::{new_stream, Context};
 use crate::device::Device;
@@ -280,7 +280,7 @@ fn write_from_host_copy(
         bytes.ctx,
         dst,
         bytes.root,
-        true,
+        Way::Write,
         offset,
         len,
         host + offset,
@@ -302,7 +302,7 @@ fn read_into_host_copy(
         bytes.ctx,
         src,
         bytes.root,
-        false,
+        Way::Read,
         offset,
         len,
         host + offset,
@@ -322,6 +322,7 @@ fn send_to_device(
     let ctx = bytes.ctx;
     let peer = [(to, tags.start)];
     let mut shared = shared_read(bytes, src);
+    let only_read = Way::read_of(bytes.pieces.len());
     let blocks = match &shared {
         Some((_, block)) => vec![block.clone()],
         None => bytes
@@ -344,7 +345,7 @@ fn send_to_device(
                     ctx,
                     src,
                     bytes.root,
-                    false,
+                    only_read,
                     piece.start,
                     piece.len(),
                     block.addr(),
@@ -452,7 +453,7 @@ fn receive_into_device(
             ctx,
             dst,
             bytes.root,
-            true,
+            Way::Write,
             piece.start,
             piece.len(),
             block.addr(),
@@ -481,6 +482,7 @@ fn share_host_copy(
         .map_err(|rc| bytes.fail_sends(0, &firsts, rc))? as usize;
     let done = Event::new(ctx.clone(), None, CL_COMMAND_READ_BUFFER, new_stream());
     let arrive = remote::join(done.clone(), bytes.pieces.len());
+    let only_read = Way::read_of(bytes.pieces.len());
     for (i, piece) in bytes.pieces.iter().enumerate() {
         let span = HostSpan::Contiguous {
             ptr: host + piece.start,
@@ -491,7 +493,7 @@ fn share_host_copy(
             ctx,
             src,
             root,
-            false,
+            only_read,
             piece.start,
             piece.len(),
             host + piece.start,
