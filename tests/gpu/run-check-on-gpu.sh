@@ -11,7 +11,7 @@ gpu="$(pwd)/target/gpu"
 [ -f /etc/OpenCL/vendors/nvidia.icd ] || echo "libnvidia-opencl.so.1" > /etc/OpenCL/vendors/nvidia.icd
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 n="${RANKS:-2}"
-for prog in ${PROGRAMS:-cluster_vecadd cluster_stencil cluster_attach cluster_alltoall cluster_threads vecadd_multi events cluster_fail}; do
+for prog in ${PROGRAMS:-cluster_vecadd cluster_stencil cluster_attach cluster_alltoall cluster_copies cluster_threads vecadd_multi events cluster_fail}; do
   out=$(timeout 120 mpirun -np "$n" --bind-to none -x LD_PRELOAD="$gpu/libmirrorcl.so" -x MIRRORCL_PLATFORMS=NVIDIA \
     -x CTEST_EXPECT_DEVICES="$n" -x MIRRORCL_WAIT_TIMEOUT=60 -x MIRRORCL_OUTPUT=raw "$gpu/bin/$prog" 2>&1)
   echo "$prog rc=$? passed=$(grep -c "^PASS $prog" <<< "$out")/$n"

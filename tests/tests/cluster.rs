@@ -30,6 +30,7 @@ cluster_program!(cluster_stencil: ranks1_dev3 (1, 3), ranks2_dev1 (2, 1), ranks3
 cluster_program!(cluster_control: ranks1_dev3 (1, 3), ranks2_dev1 (2, 1), ranks3_dev2 (3, 2), ranks4_dev1 (4, 1), ranks4_dev3 (4, 3));
 cluster_program!(cluster_attach: ranks1_dev2 (1, 2), ranks3_dev1 (3, 1));
 cluster_program!(cluster_alltoall: ranks1_dev3 (1, 3), ranks3_dev2 (3, 2));
+cluster_program!(cluster_copies: ranks1_dev3 (1, 3), ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 cluster_program!(cluster_images: ranks1_dev2 (1, 2), ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 // The single-process suite, replicated: every rank must see the same answers,
 // including the error codes of bad calls.
