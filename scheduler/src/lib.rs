@@ -92,6 +92,13 @@ pub struct Access {
     pub pass_through: bool,
 }
 
+impl Access {
+    /// Whether it is a pass-through read (the flag means nothing for a write).
+    fn passes_through(&self) -> bool {
+        self.pass_through && self.mode == Mode::Read
+    }
+}
+
 /// A planned data movement: make `range` of `buffer` at `to` equal to that at `from`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Step {
@@ -566,6 +573,13 @@ impl<T: Clone> Scheduler<T> {
         }
     }
 
+    /// Whether devices `a` and `b` share a vendor context (owner and group): they copy
+    /// between each other directly.
+    fn same_context(&self, a: u32, b: u32) -> bool {
+        let (a, b) = (self.desc(a), self.desc(b));
+        (a.owner, a.group) == (b.owner, b.group)
+    }
+
     fn desc(&self, d: u32) -> DeviceDesc {
         self.devices.get(&d).copied().unwrap_or(DeviceDesc {
             owner: u32::MAX,
@@ -590,11 +604,7 @@ impl<T: Clone> Scheduler<T> {
             Location::Device(t) => {
                 let target = self.desc(t);
                 // A device of the target's vendor context copies to it directly.
-                let alike = |d: &u32| {
-                    let desc = self.desc(*d);
-                    (desc.owner, desc.group) == (target.owner, target.group)
-                };
-                if let Some(d) = devices().find(alike) {
+                if let Some(d) = devices().find(|&d| self.same_context(d, t)) {
                     return vec![(Location::Device(d), to)];
                 }
                 if set.contains(Location::Host) {
@@ -634,13 +644,21 @@ impl<T: Clone> Scheduler<T> {
         self.stats.commands += 1;
         self.elsewhere.clear();
         let mut deps = std::mem::take(&mut self.scratch);
+        let whole_at = self.whole_instance(at);
+        let whole = |s: &Self, loc| {
+            if loc == at {
+                whole_at
+            } else {
+                s.whole_instance(loc)
+            }
+        };
         for (i, access) in accesses.iter().enumerate() {
             if access.range.is_empty() {
                 continue;
             }
             let mut loc = at;
             if access.mode.reads() {
-                let pass_through = access.pass_through && access.mode == Mode::Read;
+                let pass_through = access.passes_through();
                 match (
                     self.in_place_source(access, at),
                     self.attached(access.buffer),
@@ -672,7 +690,7 @@ impl<T: Clone> Scheduler<T> {
                     h.deps_at(
                         loc,
                         self.thread,
-                        access.aliased || self.whole_instance(loc),
+                        access.aliased || whole(self, loc),
                         &access.range,
                         access.mode,
                         stream,
@@ -689,7 +707,7 @@ impl<T: Clone> Scheduler<T> {
                 continue;
             }
             let loc = self.read_location(i, at);
-            let whole = self.whole_instance(loc);
+            let whole = whole(self, loc);
             let Some(state) = self.buffers.get_mut(&access.buffer) else {
                 continue;
             };
@@ -749,18 +767,14 @@ impl<T: Clone> Scheduler<T> {
     /// of that device's vendor context holding all of them, the first in the valid set
     /// (for an attached buffer, its device).
     fn in_place_source(&self, access: &Access, at: Location) -> Option<u32> {
-        if !access.pass_through || access.mode != Mode::Read {
+        if !access.passes_through() {
             return None;
         }
         let Location::Device(t) = at else {
             return None;
         };
         let state = self.buffers.get(&access.buffer)?;
-        let target = self.desc(t);
-        let alike = |d: u32| {
-            let desc = self.desc(d);
-            d != t && (desc.owner, desc.group) == (target.owner, target.group)
-        };
+        let alike = |d: u32| d != t && self.same_context(d, t);
         if let Some(a) = state.attached {
             // Its device always holds the newest bytes.
             return alike(a).then_some(a);
