@@ -84,6 +84,11 @@ pub struct RuntimeSettings {
     /// for devices whose work does not run on the host's cores, "idle" for CPU
     /// devices), "waited", "idle" or "off" (see [`CallerIssues`]).
     pub caller_issues: CallerIssues,
+    /// Every device's issuer holds a command until its vendor can wait on all it waits
+    /// for, as for every vendor but PoCL (`MIRRORCL_HOLD_ALL=1`): where PoCL shares the
+    /// host's cores with its own workers, commands wait in the vendor instead. For
+    /// tests of the GPUs' way of issuing on CPU devices.
+    pub hold_all: bool,
     /// This rank's host identity (`MIRRORCL_HOST`, per rank, never from the file): ranks
     /// with the same identity split that host's devices among themselves. Empty: the
     /// hostname, with MPI's shared-memory grouping. Set it where hostnames do not tell
@@ -157,6 +162,7 @@ impl Default for RuntimeSettings {
             record: String::new(),
             verify: false,
             caller_issues: CallerIssues::Auto,
+            hold_all: false,
             host: String::new(),
         }
     }
@@ -220,6 +226,9 @@ impl Config {
         }
         if let Some(v) = env("MIRRORCL_CONTEXT_PER_DEVICE") {
             config.runtime.context_per_device = matches!(v.as_str(), "1" | "true" | "yes");
+        }
+        if let Some(v) = env("MIRRORCL_HOLD_ALL") {
+            config.runtime.hold_all = matches!(v.as_str(), "1" | "true" | "yes");
         }
         if let Some(v) = env("MIRRORCL_SHOW_DEVICES") {
             config.runtime.show_devices = matches!(v.as_str(), "1" | "true" | "yes");

@@ -395,7 +395,8 @@ impl Device {
     /// yet, rather than issuing it behind a bridge (a vendor user event): every vendor
     /// but PoCL, which runs a command waiting on a user event in its own worker.
     pub fn holds_for_the_vendor(&self) -> bool {
-        !self.vendor_name.contains("Portable Computing Language")
+        crate::platform::platform().config.runtime.hold_all
+            || !self.vendor_name.contains("Portable Computing Language")
     }
 
     /// The issuer thread of this actual device, started on first use.

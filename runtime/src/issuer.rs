@@ -112,8 +112,9 @@ fn finish_deferred(d: Deferred) {
 pub struct JobInfo {
     /// The vendor queue it goes to (by address), for sharing events within a queue.
     pub vqueue: usize,
-    /// The command's event (by address), for the dependency check.
-    pub event: usize,
+    /// The command's event: for the dependency check, and an urgent read's gate
+    /// (`Gate`).
+    pub event: Arc<Event>,
     /// A kernel launch on a non-profiling queue, not blocking, with every dependency done
     /// when it was scheduled.
     pub may_share: bool,
@@ -121,6 +122,13 @@ pub struct JobInfo {
     pub blocking: bool,
     /// The events it waits for.
     pub deps: Vec<Arc<Event>>,
+    /// A read that takes bytes off the device to another rank, on the vendor queue of
+    /// the command that wrote them: the commands of that queue it must follow (by
+    /// address; the queue's order keeps them, they are not in `deps`). Where jobs are
+    /// held on that queue, it goes right behind the last of these, ahead of the rest
+    /// (`Held::hold`): those came later in schedule order but neither write its bytes
+    /// nor wait for it, and may wait for another rank, which waits for this read.
+    pub behind: Vec<usize>,
     /// Its in-order stream and vendor context: a dependency issued there is waited on
     /// by the vendor directly (None: the context is gone, the job fails when it runs).
     pub stream: u64,
@@ -360,16 +368,56 @@ const POLL_AT_ONCE: usize = 8;
 /// application callback since is left to the vendor's callback thread (application
 /// callbacks never run on an issuer).
 fn poll_watched() -> bool {
+    poll_watched_up_to(POLL_AT_ONCE)
+}
+
+/// How often the issuer, between jobs it has ready, also polls events no other rank
+/// waits for.
+const POLL_REST_EVERY: Duration = Duration::from_micros(50);
+
+thread_local! {
+    /// When this issuer last polled the events no other rank waits for.
+    static LAST_REST_POLL: std::cell::Cell<Option<std::time::Instant>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Between two jobs: the urgent events, the others only every `POLL_REST_EVERY`. A
+/// completion runs its callbacks, and on four H100 the completions one landed write
+/// brought (the bookkeeping of other ranks' commands behind it) held the kernel after
+/// it in IV.7.2 for 10 µs; the rest wait until the issuer has nothing ready, unless
+/// it is busy that long.
+fn poll_between_jobs() -> bool {
+    let now = std::time::Instant::now();
+    let rest = LAST_REST_POLL.with(|last| match last.get() {
+        Some(t) if now.duration_since(t) < POLL_REST_EVERY => 0,
+        _ => POLL_AT_ONCE,
+    });
+    poll_watched_up_to(rest)
+}
+
+/// Polls the urgent watched events, then the oldest `rest` others; whether one
+/// completed.
+fn poll_watched_up_to(rest: usize) -> bool {
+    if rest > 0 {
+        LAST_REST_POLL.with(|last| last.set(Some(std::time::Instant::now())));
+    }
     let taken = WATCHED.with(|w| w.borrow_mut().as_mut().map(std::mem::take));
-    let Some(Watching { urgent, rest }) = taken else {
+    let Some(Watching {
+        urgent,
+        rest: others,
+    }) = taken
+    else {
         return false;
     };
-    if urgent.is_empty() && rest.is_empty() {
+    if urgent.is_empty() && others.is_empty() {
         return false;
     }
-    let before = urgent.len() + rest.len();
+    let before = urgent.len() + others.len();
     let urgent = poll_some(urgent, usize::MAX);
-    let rest = poll_some(rest, POLL_AT_ONCE);
+    let rest = match rest {
+        0 => others,
+        n => poll_some(others, n),
+    };
     let progressed = urgent.len() + rest.len() < before;
     WATCHED.with(|w| {
         if let Some(w) = w.borrow_mut().as_mut() {
@@ -426,9 +474,9 @@ fn run(
     WATCHED.with(|w| *w.borrow_mut() = Some(Watching::default()));
     let mut state = IssuerState::default();
     let mut batch: Vec<Handed> = Vec::new();
-    let mut held = Held::default();
+    let mut held = Held::new(hold_always);
     loop {
-        let message = next_message(&rx, spin);
+        let message = next_message(&rx, spin, held.gate_until());
         let _running = shared.running.lock();
         match message {
             Some(Message::Job(job)) => batch.push(job),
@@ -445,7 +493,7 @@ fn run(
             }
         }
         // Held jobs came first: they go before the batch when they can.
-        held.release(&mut state, shared);
+        held.release(&mut state, shared, &wake);
         // Holding costs a wake-up of this thread per release unless it spins. With the
         // cores taken, a vendor that waits on user events in its own worker (PoCL) is
         // the cheaper hand-off; NVIDIA, with thousands of commands waiting on user
@@ -467,14 +515,14 @@ fn run(
             {
                 held.hold(job, handed, &wake);
             } else {
-                run_job(job, handed, share, &mut state);
+                held.run(job, handed, share, &mut state, &wake);
                 shared.ran_one();
                 // A long batch must not hold back what the vendor finished meanwhile.
-                poll_watched();
+                poll_between_jobs();
             }
         }
         // A job of the batch may be what a held one waited for.
-        held.release(&mut state, shared);
+        held.release(&mut state, shared, &wake);
         state.flush();
     }
 }
@@ -486,11 +534,76 @@ fn run(
 #[derive(Default)]
 struct Held {
     queues: Vec<(usize, std::collections::VecDeque<Handed>)>,
+    /// Whether urgent reads gate their queue (`Gate`): on issuers that hold jobs for
+    /// the vendor, which then never issue a job that waits through a bridge.
+    gating: bool,
+    gate: Option<Gate>,
 }
 
+/// A read another rank waits for, just issued: the jobs after it on its vendor queue
+/// wait until it is done, or for `GATE_WAIT`, while this issuer polls it. They would
+/// run after it on the device anyway, and each of their vendor calls (a 16-byte copy
+/// 7-10 µs on an H100) is time in which nobody sees the read done: IV.7.2's read was
+/// seen 7 µs after it ended, behind the local copy's call.
+struct Gate {
+    vqueue: usize,
+    read: Arc<Event>,
+    until: std::time::Instant,
+}
+
+/// How long an urgent read holds back the jobs after it on its queue at most: a read
+/// behind a long kernel lets them go.
+const GATE_WAIT: Duration = Duration::from_micros(30);
+
 impl Held {
+    fn new(gating: bool) -> Held {
+        Held {
+            gating,
+            ..Held::default()
+        }
+    }
+
     fn holds_queue(&self, vqueue: usize) -> bool {
-        self.queues.iter().any(|(q, _)| *q == vqueue)
+        self.gated(vqueue) || self.queues.iter().any(|(q, _)| *q == vqueue)
+    }
+
+    /// Whether an urgent read still holds back the jobs of `vqueue`.
+    fn gated(&self, vqueue: usize) -> bool {
+        self.gate.as_ref().is_some_and(|g| {
+            g.vqueue == vqueue && !g.read.is_done() && std::time::Instant::now() < g.until
+        })
+    }
+
+    /// When the gate opens at the latest, for the issuer's wait (`next_message`).
+    fn gate_until(&self) -> Option<std::time::Instant> {
+        (self.gate.as_ref())
+            .filter(|g| !g.read.is_done() && std::time::Instant::now() < g.until)
+            .map(|g| g.until)
+    }
+
+    /// Runs `job`; an urgent read closes the gate of its queue behind it, and wakes
+    /// this issuer when done.
+    fn run(
+        &mut self,
+        job: Job,
+        handed: u64,
+        share: bool,
+        state: &mut IssuerState,
+        wake: &Sender<Message>,
+    ) {
+        let (vqueue, event) = (job.info.vqueue, job.info.event.clone());
+        run_job(job, handed, share, state);
+        if self.gating && event.is_urgent() && !event.is_done() {
+            let wake = wake.clone();
+            event.on_done(move |_| {
+                let _ = wake.send(Message::Wake);
+            });
+            self.gate = Some(Gate {
+                vqueue,
+                read: event,
+                until: std::time::Instant::now() + GATE_WAIT,
+            });
+        }
     }
 
     /// Each dependency the vendor cannot wait on wakes the issuer when done (one held
@@ -517,6 +630,22 @@ impl Held {
             });
         }
         match self.queues.iter_mut().find(|(q, _)| *q == job.info.vqueue) {
+            Some((_, jobs)) if !job.info.behind.is_empty() => {
+                // Jobs of the queue not held here were issued before the first held one.
+                let at = (jobs.iter())
+                    .rposition(|(j, _)| {
+                        job.info
+                            .behind
+                            .contains(&(Arc::as_ptr(&j.info.event) as usize))
+                    })
+                    .map_or(0, |i| i + 1);
+                let mut job = job;
+                if let Some((next, _)) = jobs.get(at) {
+                    // Held queues stay in hand-over order (`blocks_too_soon`).
+                    job.info.order = job.info.order.min(next.info.order);
+                }
+                jobs.insert(at, (job, handed));
+            }
             Some((_, jobs)) => jobs.push_back((job, handed)),
             None => {
                 let vqueue = job.info.vqueue;
@@ -536,6 +665,7 @@ impl Held {
             shared.ran_one();
         }
         self.queues.clear();
+        self.gate = None;
     }
 
     /// The queue whose first job has the least `key` (none: not eligible).
@@ -564,19 +694,20 @@ impl Held {
     /// goes first, transfer writes after the others (`JobInfo::late`): a stencil's
     /// boundary read, which the neighbour waits for, went after the next step's copy and
     /// kernel of the application queue, some 11 µs later on an H100.
-    fn release(&mut self, state: &mut IssuerState, shared: &Shared) {
+    fn release(&mut self, state: &mut IssuerState, shared: &Shared, wake: &Sender<Message>) {
         loop {
             let next = self.first_by(|job| {
-                (job.ready() && !self.blocks_too_soon(job)).then_some((job.late, job.order))
+                (job.ready() && !self.blocks_too_soon(job) && !self.gated(job.vqueue))
+                    .then_some((job.late, job.order))
             });
             let Some(i) = next else { break };
             let (job, handed) = self.queues[i].1.pop_front().expect("a first job");
-            run_job(job, handed, false, state);
+            self.run(job, handed, false, state, wake);
             shared.ran_one();
             // As in a batch: ten held jobs released after a receive took 120 µs of
             // vendor calls on an H100, and a boundary read done after the third was
             // seen 70 µs late.
-            poll_watched();
+            poll_between_jobs();
         }
         self.queues.retain(|(_, jobs)| !jobs.is_empty());
     }
@@ -600,12 +731,13 @@ fn sharing(batch: &[Handed]) -> Vec<bool> {
         share[i] = info.may_share
             && !blocking_later
             && next.as_ref().is_some_and(|(_, free)| *free)
-            && !waited_for.contains(&(info.event as *const Event));
+            && !waited_for.contains(&Arc::as_ptr(&info.event));
         match next {
             Some(entry) => entry.1 = info.free,
             None => later_queues.push((info.vqueue, info.free)),
         }
         waited_for.extend(info.deps.iter().map(Arc::as_ptr));
+        waited_for.extend(info.behind.iter().map(|&e| e as *const Event));
         blocking_later |= info.blocking;
     }
     share
@@ -635,7 +767,12 @@ fn run_job(job: Job, handed: u64, share: bool, state: &mut IssuerState) {
 
 /// Spins for `spin` (while a core is free: `crate::spin`) before parking on the
 /// channel.
-fn next_message(rx: &Receiver<Message>, spin: Duration) -> Option<Message> {
+/// `gate`: when a gate opens at the latest (`Gate`): a wake-up then.
+fn next_message(
+    rx: &Receiver<Message>,
+    spin: Duration,
+    gate: Option<std::time::Instant>,
+) -> Option<Message> {
     let mut spin = crate::spin::Spin::new(spin);
     let mut turns = 0u32;
     loop {
@@ -645,13 +782,26 @@ fn next_message(rx: &Receiver<Message>, spin: Duration) -> Option<Message> {
             Err(TryRecvError::Empty) => {}
         }
         turns = turns.wrapping_add(1);
-        if turns.is_multiple_of(16) && poll_watched() {
-            spin.restart();
-            continue;
+        if turns.is_multiple_of(16) {
+            if gate.is_some_and(|g| std::time::Instant::now() >= g) {
+                return Some(Message::Wake);
+            }
+            if poll_watched() {
+                spin.restart();
+                continue;
+            }
         }
         if !spin.spinning() {
             forget_watched();
-            return rx.recv().ok();
+            return match gate {
+                Some(g) => {
+                    match rx.recv_timeout(g.saturating_duration_since(std::time::Instant::now())) {
+                        Err(crossbeam_channel::RecvTimeoutError::Timeout) => Some(Message::Wake),
+                        other => other.ok(),
+                    }
+                }
+                None => rx.recv().ok(),
+            };
         }
         std::hint::spin_loop();
     }

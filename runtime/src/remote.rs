@@ -409,7 +409,7 @@ pub fn send_when_done(
         return;
     }
     after.mark_urgent();
-    after.on_done(move |status| {
+    after.on_done_first(move |status| {
         tracing::trace!("sending {} bytes to {peers:?}", span.len());
         let (ptr, block, status) = match span {
             _ if status < 0 => (0, None, status),

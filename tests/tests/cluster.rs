@@ -125,6 +125,28 @@ fn caller_issues_in_a_cluster() {
     }
 }
 
+/// The GPUs' way of issuing, on CPU devices (`MIRRORCL_HOLD_ALL=1`, as for every vendor
+/// but PoCL; `MIRRORCL_CALLER_ISSUES=waited`, as for GPUs): jobs held until the vendor
+/// can wait on what they wait for, a read that feeds another rank put right behind the
+/// command that wrote its bytes (ahead of jobs held on that queue), and the jobs after
+/// it on its queue held until it is done (`issuer.rs`: `Held::hold`, `Gate`).
+#[test]
+fn issued_as_for_gpus() {
+    let env = [
+        ("MIRRORCL_HOLD_ALL", "1"),
+        ("MIRRORCL_CALLER_ISSUES", "waited"),
+    ];
+    for (program, ranks, devs) in [
+        ("cluster_alltoall", 4, 1),
+        ("cluster_alltoall", 3, 2),
+        ("cluster_copies", 3, 2),
+        ("cluster_stencil", 4, 1),
+        ("pingpong", 3, 2),
+    ] {
+        check_cluster(program, ranks, devs, &env);
+    }
+}
+
 /// Ranks sharing a host may split its CPU devices like GPUs: 3 ranks, 3 PoCL devices
 /// each on this host, one per rank.
 #[test]

@@ -35,6 +35,9 @@ pub(super) struct VendorCommand {
     pub vqueue: ClResult<Arc<VQueue>>,
     pub event: Arc<Event>,
     pub deps: Deps,
+    /// A read that may go ahead of jobs held on its vendor queue: the commands before it
+    /// there that it must stay behind (`JobInfo::behind`).
+    pub behind: Vec<Arc<Event>>,
     pub work: VendorWork,
     /// Keeps the application's queue alive until the command ran.
     pub keep_queue: Option<Arc<Queue>>,
@@ -68,7 +71,7 @@ pub(super) fn issue(device: &Device, cmd: VendorCommand) -> Option<Inline> {
     let free = cmd.deps.all.iter().all(|d| d.is_done());
     let info = JobInfo {
         vqueue: cmd.vqueue.as_ref().map_or(0, |q| q.raw() as usize),
-        event: Arc::as_ptr(&cmd.event) as usize,
+        event: cmd.event.clone(),
         may_share: !cmd.blocking
             && !cmd.event.profiling
             && matches!(
@@ -78,6 +81,9 @@ pub(super) fn issue(device: &Device, cmd: VendorCommand) -> Option<Inline> {
             && free,
         blocking: cmd.blocking,
         deps: cmd.deps.all.clone(),
+        behind: (cmd.behind.iter())
+            .map(|e| Arc::as_ptr(e) as usize)
+            .collect(),
         stream: cmd.event.stream,
         context: (cmd.event.context.vendor_context_of(cmd.group).ok()).map(|v| v.vctx.key()),
         free,
@@ -108,6 +114,7 @@ impl VendorCommand {
             vqueue,
             event,
             deps: Deps { all: deps, failing },
+            behind: _,
             work: f,
             keep_queue,
             blocking,

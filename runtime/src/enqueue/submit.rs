@@ -378,6 +378,7 @@ fn route(cmd: &Command, work: Work, event: &Arc<Event>, accesses: &[Access], dep
         vqueue: queue.vqueue.clone().ok_or(CL_INVALID_COMMAND_QUEUE),
         event,
         deps,
+        behind: Vec::new(),
         work,
         keep_queue: Some(queue.clone()),
         blocking: blocks_in_vendor(cmd.blocking, device),

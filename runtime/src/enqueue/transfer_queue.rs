@@ -46,6 +46,7 @@ pub(super) fn local_copy(
         CL_COMMAND_COPY_BUFFER,
         root,
         deps,
+        Vec::new(),
         work,
     ))
 }
@@ -88,9 +89,9 @@ pub(super) fn local_transfer(
     mut deps: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
     let write = way == Way::Write;
-    let tq = match way {
-        Way::Write => ctx.transfer_queue(device, false)?,
-        Way::Read => ctx.transfer_queue(device, true)?,
+    let (tq, behind) = match way {
+        Way::Write => (ctx.transfer_queue(device, false)?, Vec::new()),
+        Way::Read => (ctx.transfer_queue(device, true)?, Vec::new()),
         Way::OnlyRead => read_queue(ctx, device, &mut deps)?,
     };
     let mem = root.instance(device)?;
@@ -149,6 +150,7 @@ pub(super) fn local_transfer(
         command_type,
         root,
         deps,
+        behind,
         work,
     ))
 }
@@ -156,34 +158,44 @@ pub(super) fn local_transfer(
 /// Where a read that takes bytes off `device` goes: behind the command that wrote them,
 /// on its application queue, when nothing follows that command there yet (the vendor
 /// then starts it without a wait between its queues: NVIDIA started a stencil's boundary
-/// read some 9 µs after the kernel it waited for on another queue); otherwise on the
-/// device's outbound transfer queue, where it never waits behind a write that waits for
-/// another rank. Drops the dependencies the queue's order then keeps.
+/// read some 9 µs after the kernel it waited for on another queue), or when that command
+/// has not reached the vendor yet on an issuer that holds jobs for the vendor: the
+/// issuer then puts the read right behind it, ahead of the commands handed over after it
+/// (`JobInfo::behind`; IV.7.2's read went out after the local copy's vendor call and
+/// waited across queues for the kernel). Otherwise on the device's outbound transfer
+/// queue, where it never waits behind a write that waits for another rank. Moves the
+/// dependencies the queue's order then keeps out of `deps`, into the list returned.
 fn read_queue(
     ctx: &Arc<Context>,
     device: &Device,
     deps: &mut Vec<Arc<Event>>,
-) -> ClResult<TransferQueue> {
+) -> ClResult<(TransferQueue, Vec<Arc<Event>>)> {
     let behind = deps.iter().find_map(|dep| {
         let queue = dep.queue()?;
         let vqueue = queue.vqueue.clone()?;
         let last = queue.last()?;
-        (queue.device.index == device.index && Arc::ptr_eq(&last, dep)).then_some(TransferQueue {
+        let follows = Arc::ptr_eq(&last, dep)
+            || (device.holds_for_the_vendor() && dep.vendor().is_none() && !dep.is_done());
+        (queue.device.index == device.index && follows).then_some(TransferQueue {
             vqueue,
             stream: queue.stream,
         })
     });
     match behind {
         Some(q) => {
-            deps.retain(|d| d.stream != q.stream);
-            Ok(q)
+            let (same, other) = std::mem::take(deps)
+                .into_iter()
+                .partition(|d| d.stream == q.stream);
+            *deps = other;
+            Ok((q, same))
         }
-        None => ctx.transfer_queue(device, true),
+        None => Ok((ctx.transfer_queue(device, true)?, Vec::new())),
     }
 }
 
 /// A transfer step's vendor command on `device`'s transfer queue; returns its event, which
 /// keeps the root buffer alive.
+#[allow(clippy::too_many_arguments)]
 fn issue_transfer(
     ctx: &Arc<Context>,
     device: &Arc<Device>,
@@ -191,6 +203,7 @@ fn issue_transfer(
     command_type: cl_command_type,
     root: &Arc<Buffer>,
     deps: Vec<Arc<Event>>,
+    behind: Vec<Arc<Event>>,
     work: VendorWork,
 ) -> Arc<Event> {
     let event = Event::new(ctx.clone(), None, command_type, tq.stream);
@@ -207,6 +220,7 @@ fn issue_transfer(
                 all: deps,
                 failing: 0,
             },
+            behind,
             work,
             keep_queue: None,
             blocking: false,
