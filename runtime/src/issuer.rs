@@ -509,7 +509,7 @@ fn run(
         }
         let share = sharing(&batch);
         for ((job, handed), share) in batch.drain(..).zip(share) {
-            if held.holds_queue(job.info.vqueue)
+            if held.holds_queue(&job.info)
                 || (hold && !job.info.ready())
                 || held.blocks_too_soon(&job.info)
             {
@@ -563,14 +563,18 @@ impl Held {
         }
     }
 
-    fn holds_queue(&self, vqueue: usize) -> bool {
-        self.gated(vqueue) || self.queues.iter().any(|(q, _)| *q == vqueue)
+    fn holds_queue(&self, job: &JobInfo) -> bool {
+        self.gated(job) || self.queues.iter().any(|(q, _)| *q == job.vqueue)
     }
 
-    /// Whether an urgent read still holds back the jobs of `vqueue`.
-    fn gated(&self, vqueue: usize) -> bool {
+    /// Whether an urgent read still holds back `job`. Not another urgent read: a
+    /// stencil's second boundary read would wait for the first.
+    fn gated(&self, job: &JobInfo) -> bool {
         self.gate.as_ref().is_some_and(|g| {
-            g.vqueue == vqueue && !g.read.is_done() && std::time::Instant::now() < g.until
+            g.vqueue == job.vqueue
+                && !job.event.is_urgent()
+                && !g.read.is_done()
+                && std::time::Instant::now() < g.until
         })
     }
 
@@ -697,7 +701,7 @@ impl Held {
     fn release(&mut self, state: &mut IssuerState, shared: &Shared, wake: &Sender<Message>) {
         loop {
             let next = self.first_by(|job| {
-                (job.ready() && !self.blocks_too_soon(job) && !self.gated(job.vqueue))
+                (job.ready() && !self.blocks_too_soon(job) && !self.gated(job))
                     .then_some((job.late, job.order))
             });
             let Some(i) = next else { break };
