@@ -26,7 +26,7 @@ enum Callback {
         data: usize,
     },
     Internal(Box<dyn FnOnce(cl_int) + Send>),
-    /// Sends another rank waits for: run before the others (`on_done_first`).
+    /// Sends another rank waits for: kept before the others (`on_done_first`).
     First(Box<dyn FnOnce(cl_int) + Send>),
 }
 
@@ -564,10 +564,8 @@ impl Event {
             st.callbacks = rest;
             due
         };
-        let (first, then): (Vec<_>, Vec<_>) =
-            (due.into_iter()).partition(|cb| matches!(cb, Callback::First(_)));
         let handle = Arc::as_ptr(self) as cl_event;
-        for cb in first.into_iter().chain(then) {
+        for cb in due {
             match cb {
                 Callback::User { stage, f, data } => {
                     let arg = if status < 0 { status } else { stage };
@@ -623,10 +621,16 @@ impl Event {
             let mut st = self.state.lock();
             if !self.is_done() {
                 let f = Box::new(f);
-                st.callbacks.push(match first {
-                    true => Callback::First(f),
-                    false => Callback::Internal(f),
-                });
+                match first {
+                    // After the earlier ones of its kind, before all others.
+                    true => {
+                        let at = (st.callbacks.iter())
+                            .take_while(|c| matches!(c, Callback::First(_)))
+                            .count();
+                        st.callbacks.insert(at, Callback::First(f));
+                    }
+                    false => st.callbacks.push(Callback::Internal(f)),
+                }
                 drop(st);
                 self.request_vendor_callback();
                 return;

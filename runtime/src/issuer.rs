@@ -124,11 +124,11 @@ pub struct JobInfo {
     pub deps: Vec<Arc<Event>>,
     /// A read that takes bytes off the device to another rank, on the vendor queue of
     /// the command that wrote them: the commands of that queue it must follow (by
-    /// address; the queue's order keeps them, they are not in `deps`). Where jobs are
+    /// queue's order keeps them, they are not in `deps`). Where jobs are
     /// held on that queue, it goes right behind the last of these, ahead of the rest
     /// (`Held::hold`): those came later in schedule order but neither write its bytes
     /// nor wait for it, and may wait for another rank, which waits for this read.
-    pub behind: Vec<usize>,
+    pub behind: Vec<Arc<Event>>,
     /// Its in-order stream and vendor context: a dependency issued there is waited on
     /// by the vendor directly (None: the context is gone, the job fails when it runs).
     pub stream: u64,
@@ -388,35 +388,28 @@ thread_local! {
 /// it is busy that long.
 fn poll_between_jobs() -> bool {
     let now = std::time::Instant::now();
-    let rest = LAST_REST_POLL.with(|last| match last.get() {
-        Some(t) if now.duration_since(t) < POLL_REST_EVERY => 0,
-        _ => POLL_AT_ONCE,
-    });
-    poll_watched_up_to(rest)
+    let due = LAST_REST_POLL.with(|last| last.get().is_none_or(|t| now - t >= POLL_REST_EVERY));
+    poll_watched_up_to(if due { POLL_AT_ONCE } else { 0 })
 }
 
-/// Polls the urgent watched events, then the oldest `rest` others; whether one
+/// Polls the urgent watched events, then the oldest `at_most` others; whether one
 /// completed.
-fn poll_watched_up_to(rest: usize) -> bool {
-    if rest > 0 {
+fn poll_watched_up_to(at_most: usize) -> bool {
+    if at_most > 0 {
         LAST_REST_POLL.with(|last| last.set(Some(std::time::Instant::now())));
     }
     let taken = WATCHED.with(|w| w.borrow_mut().as_mut().map(std::mem::take));
-    let Some(Watching {
-        urgent,
-        rest: others,
-    }) = taken
-    else {
+    let Some(Watching { urgent, rest }) = taken else {
         return false;
     };
-    if urgent.is_empty() && others.is_empty() {
+    if urgent.is_empty() && rest.is_empty() {
         return false;
     }
-    let before = urgent.len() + others.len();
+    let before = urgent.len() + rest.len();
     let urgent = poll_some(urgent, usize::MAX);
-    let rest = match rest {
-        0 => others,
-        n => poll_some(others, n),
+    let rest = match at_most {
+        0 => rest,
+        n => poll_some(rest, n),
     };
     let progressed = urgent.len() + rest.len() < before;
     WATCHED.with(|w| {
@@ -640,7 +633,8 @@ impl Held {
                     .rposition(|(j, _)| {
                         job.info
                             .behind
-                            .contains(&(Arc::as_ptr(&j.info.event) as usize))
+                            .iter()
+                            .any(|b| Arc::ptr_eq(b, &j.info.event))
                     })
                     .map_or(0, |i| i + 1);
                 let mut job = job;
@@ -740,8 +734,7 @@ fn sharing(batch: &[Handed]) -> Vec<bool> {
             Some(entry) => entry.1 = info.free,
             None => later_queues.push((info.vqueue, info.free)),
         }
-        waited_for.extend(info.deps.iter().map(Arc::as_ptr));
-        waited_for.extend(info.behind.iter().map(|&e| e as *const Event));
+        waited_for.extend(info.deps.iter().chain(&info.behind).map(Arc::as_ptr));
         blocking_later |= info.blocking;
     }
     share

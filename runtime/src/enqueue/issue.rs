@@ -24,6 +24,10 @@ pub type VendorWork =
 pub(super) struct Deps {
     pub all: Vec<Arc<Event>>,
     pub failing: usize,
+    /// Commands before it on its vendor queue, kept by that queue's order rather than
+    /// waited on: a read that may go ahead of jobs held there stays behind these
+    /// (`JobInfo::behind`).
+    pub behind: Vec<Arc<Event>>,
 }
 
 /// A vendor command on its way to its device's issuer, with what running it there needs.
@@ -35,9 +39,6 @@ pub(super) struct VendorCommand {
     pub vqueue: ClResult<Arc<VQueue>>,
     pub event: Arc<Event>,
     pub deps: Deps,
-    /// A read that may go ahead of jobs held on its vendor queue: the commands before it
-    /// there that it must stay behind (`JobInfo::behind`).
-    pub behind: Vec<Arc<Event>>,
     pub work: VendorWork,
     /// Keeps the application's queue alive until the command ran.
     pub keep_queue: Option<Arc<Queue>>,
@@ -65,7 +66,7 @@ static ISSUE_ORDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 
 /// Sends a vendor command to `device`'s issuer, or gives it back for the caller to run
 /// once it has released the scheduler lock (`Issuer::send`).
-pub(super) fn issue(device: &Device, cmd: VendorCommand) -> Option<Inline> {
+pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
     // Its completion then completes the dependencies the vendor waits for silently.
     cmd.event.waits_for(&cmd.deps.all);
     let free = cmd.deps.all.iter().all(|d| d.is_done());
@@ -81,9 +82,7 @@ pub(super) fn issue(device: &Device, cmd: VendorCommand) -> Option<Inline> {
             && free,
         blocking: cmd.blocking,
         deps: cmd.deps.all.clone(),
-        behind: (cmd.behind.iter())
-            .map(|e| Arc::as_ptr(e) as usize)
-            .collect(),
+        behind: std::mem::take(&mut cmd.deps.behind),
         stream: cmd.event.stream,
         context: (cmd.event.context.vendor_context_of(cmd.group).ok()).map(|v| v.vctx.key()),
         free,
@@ -113,8 +112,9 @@ impl VendorCommand {
             group,
             vqueue,
             event,
-            deps: Deps { all: deps, failing },
-            behind: _,
+            deps: Deps {
+                all: deps, failing, ..
+            },
             work: f,
             keep_queue,
             blocking,

@@ -190,7 +190,17 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         (None, None) => copy_from_landed(&cmd, &device, landed, &mut deps, &event).unwrap_or(work),
     };
     queue.record(event.clone());
-    let routed = route(&cmd, work, &event, &accesses, Deps { all: deps, failing });
+    let routed = route(
+        &cmd,
+        work,
+        &event,
+        &accesses,
+        Deps {
+            all: deps,
+            failing,
+            behind: Vec::new(),
+        },
+    );
     drop(sched);
     let host_work = match routed {
         Routed::Here(inline) => {
@@ -378,7 +388,6 @@ fn route(cmd: &Command, work: Work, event: &Arc<Event>, accesses: &[Access], dep
         vqueue: queue.vqueue.clone().ok_or(CL_INVALID_COMMAND_QUEUE),
         event,
         deps,
-        behind: Vec::new(),
         work,
         keep_queue: Some(queue.clone()),
         blocking: blocks_in_vendor(cmd.blocking, device),

@@ -45,8 +45,11 @@ pub(super) fn local_copy(
         tq,
         CL_COMMAND_COPY_BUFFER,
         root,
-        deps,
-        Vec::new(),
+        Deps {
+            all: deps,
+            failing: 0,
+            behind: Vec::new(),
+        },
         work,
     ))
 }
@@ -149,8 +152,11 @@ pub(super) fn local_transfer(
         tq,
         command_type,
         root,
-        deps,
-        behind,
+        Deps {
+            all: deps,
+            failing: 0,
+            behind,
+        },
         work,
     ))
 }
@@ -195,15 +201,13 @@ fn read_queue(
 
 /// A transfer step's vendor command on `device`'s transfer queue; returns its event, which
 /// keeps the root buffer alive.
-#[allow(clippy::too_many_arguments)]
 fn issue_transfer(
     ctx: &Arc<Context>,
     device: &Arc<Device>,
     tq: crate::context::TransferQueue,
     command_type: cl_command_type,
     root: &Arc<Buffer>,
-    deps: Vec<Arc<Event>>,
-    behind: Vec<Arc<Event>>,
+    deps: Deps,
     work: VendorWork,
 ) -> Arc<Event> {
     let event = Event::new(ctx.clone(), None, command_type, tq.stream);
@@ -216,11 +220,7 @@ fn issue_transfer(
             group: device.group,
             vqueue: Ok(tq.vqueue),
             event: event.clone(),
-            deps: Deps {
-                all: deps,
-                failing: 0,
-            },
-            behind,
+            deps,
             work,
             keep_queue: None,
             blocking: false,
