@@ -629,13 +629,13 @@ impl Held {
         match self.queues.iter_mut().find(|(q, _)| *q == job.info.vqueue) {
             Some((_, jobs)) if !job.info.behind.is_empty() => {
                 // Jobs of the queue not held here were issued before the first held one.
+                // Behind the last of its writers, and behind the reads put there before
+                // it: a later read ahead of an earlier one may wait, through another
+                // rank, for the earlier one's bytes (`events` on two ranks hung so, with
+                // every issuer holding).
+                let behind = |e: &Arc<Event>| job.info.behind.iter().any(|b| Arc::ptr_eq(b, e));
                 let at = (jobs.iter())
-                    .rposition(|(j, _)| {
-                        job.info
-                            .behind
-                            .iter()
-                            .any(|b| Arc::ptr_eq(b, &j.info.event))
-                    })
+                    .rposition(|(j, _)| behind(&j.info.event) || j.info.behind.iter().any(behind))
                     .map_or(0, |i| i + 1);
                 let mut job = job;
                 if let Some((next, _)) = jobs.get(at) {

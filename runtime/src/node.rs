@@ -441,6 +441,8 @@ impl Node {
 
     /// Ends the whole job after a fatal condition was reported.
     pub fn abort(&self) -> ! {
+        // A trace of a run that hangs is what shows why (`MIRRORCL_TRACE`).
+        crate::trace::write_now();
         self.comm.abort()
     }
 }

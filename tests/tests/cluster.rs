@@ -129,7 +129,9 @@ fn caller_issues_in_a_cluster() {
 /// but PoCL; `MIRRORCL_CALLER_ISSUES=waited`, as for GPUs): jobs held until the vendor
 /// can wait on what they wait for, a read that feeds another rank put right behind the
 /// command that wrote its bytes (ahead of jobs held on that queue), and the jobs after
-/// it on its queue held until it is done (`issuer.rs`: `Held::hold`, `Gate`).
+/// it on its queue held until it is done (`issuer.rs`: `Held::hold`, `Gate`). `events`
+/// and `buffers` chain commands across both ranks' devices: two reads feeding the other
+/// rank, put behind one writer, keep their order there (the later one first hung both).
 #[test]
 fn issued_as_for_gpus() {
     let env = [
@@ -142,6 +144,8 @@ fn issued_as_for_gpus() {
         ("cluster_copies", 3, 2),
         ("cluster_stencil", 4, 1),
         ("pingpong", 3, 2),
+        ("events", 2, 1),
+        ("buffers", 2, 1),
     ] {
         check_cluster(program, ranks, devs, &env);
     }
