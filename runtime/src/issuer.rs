@@ -123,11 +123,12 @@ pub struct JobInfo {
     /// The events it waits for.
     pub deps: Vec<Arc<Event>>,
     /// A read that takes bytes off the device to another rank, on the vendor queue of
-    /// the command that wrote them: the commands of that queue it must follow (by
-    /// queue's order keeps them, they are not in `deps`). Where jobs are
-    /// held on that queue, it goes right behind the last of these, ahead of the rest
-    /// (`Held::hold`): those came later in schedule order but neither write its bytes
-    /// nor wait for it, and may wait for another rank, which waits for this read.
+    /// the command that wrote them: the commands of that queue it must follow (the
+    /// queue's order keeps them: they are not in `deps`). Where jobs are held on that
+    /// queue, it goes right behind the last of these and the reads put behind them
+    /// before it, ahead of the rest (`Held::hold`): those came later in schedule order
+    /// but neither write its bytes nor wait for it, and may wait for another rank,
+    /// which waits for this read.
     pub behind: Vec<Arc<Event>>,
     /// Its in-order stream and vendor context: a dependency issued there is waited on
     /// by the vendor directly (None: the context is gone, the job fails when it runs).
