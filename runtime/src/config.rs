@@ -53,6 +53,9 @@ pub struct RuntimeSettings {
     /// The deadline of every blocking wait, in seconds; 0 = none
     /// (`MIRRORCL_WAIT_TIMEOUT`).
     pub wait_timeout_s: u64,
+    /// How many commands a queue of a cluster may have in flight before an enqueue
+    /// waits for its oldest; 0 = no bound (`MIRRORCL_AHEAD`). See `Queue::keep_pace`.
+    pub ahead: u64,
     /// One vendor context per device instead of per vendor platform
     /// (`MIRRORCL_CONTEXT_PER_DEVICE=1`): data then moves between any two devices
     /// through the host copy, as between vendors.
@@ -153,6 +156,7 @@ impl Default for RuntimeSettings {
             spin_us: 150,
             piece_mib: 16,
             wait_timeout_s: 600,
+            ahead: 64,
             context_per_device: false,
             mpi: MpiMode::Auto,
             show_devices: false,
@@ -220,6 +224,9 @@ impl Config {
                 "MIRRORCL_PIECE_MIB={}: use 1 to 1024",
                 config.runtime.piece_mib
             ));
+        }
+        if let Some(v) = number("MIRRORCL_AHEAD")? {
+            config.runtime.ahead = v;
         }
         if let Some(v) = number("MIRRORCL_WAIT_TIMEOUT")? {
             config.runtime.wait_timeout_s = v;

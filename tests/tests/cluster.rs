@@ -151,6 +151,18 @@ fn issued_as_for_gpus() {
     }
 }
 
+/// A program far ahead of its ranks' transfers: IV.7.2 for 1,500 iterations without a
+/// bound on the commands in flight (thousands of receives posted, tested a window at a
+/// time by the progress thread, `comm/mpi.rs`: `turn_window`), and with the default
+/// bound (`Queue::keep_pace`). Every rank checks the copies against its own reference.
+#[test]
+fn far_ahead_of_the_transfers() {
+    for ahead in ["0", "64"] {
+        let env = [("CLUSTER_ITERS", "1500"), ("MIRRORCL_AHEAD", ahead)];
+        check_cluster("cluster_alltoall", 3, 1, &env);
+    }
+}
+
 /// Ranks sharing a host may split its CPU devices like GPUs: 3 ranks, 3 PoCL devices
 /// each on this host, one per rank.
 #[test]

@@ -61,6 +61,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let queue = cmd.queue.clone();
     let ctx = queue.context.clone();
     let device = queue.device.clone();
+    queue.keep_pace();
     add(&COUNTERS.commands_created, 1);
     let index = COMMAND_INDEX.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
     crate::history::note_command(
