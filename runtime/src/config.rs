@@ -156,7 +156,7 @@ impl Default for RuntimeSettings {
             spin_us: 150,
             piece_mib: 16,
             wait_timeout_s: 600,
-            ahead: 64,
+            ahead: 1024,
             context_per_device: false,
             mpi: MpiMode::Auto,
             show_devices: false,

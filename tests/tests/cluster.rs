@@ -158,6 +158,7 @@ fn issued_as_for_gpus() {
 #[test]
 fn far_ahead_of_the_transfers() {
     for ahead in ["0", "64"] {
+        // 64: the bound reached every few iterations (the default, 1024, only in long runs).
         let env = [("CLUSTER_ITERS", "1500"), ("MIRRORCL_AHEAD", ahead)];
         check_cluster("cluster_alltoall", 3, 1, &env);
     }
