@@ -148,25 +148,18 @@ impl Queue {
         }
         let mut until = None;
         loop {
+            self.forget_completed(usize::MAX, limit + 1);
             let oldest = {
                 let q = self.inflight.lock();
-                if q.len() <= limit {
-                    return;
+                match q.front() {
+                    Some(front) if q.len() > limit => front.clone(),
+                    _ => return,
                 }
-                q.front().cloned()
             };
-            let Some(oldest) = oldest else { return };
             // Given up on once: it waits for what the program does later (a user
             // event it sets, a command of another thread), not for the devices.
             if oldest.seq == self.stalled.load(std::sync::atomic::Ordering::Relaxed) {
                 return;
-            }
-            if oldest.poll() {
-                let mut q = self.inflight.lock();
-                if q.front().is_some_and(|f| Arc::ptr_eq(f, &oldest)) {
-                    q.pop_front();
-                }
-                continue;
             }
             let now = std::time::Instant::now();
             let until = *until.get_or_insert(now + AHEAD_WAIT);

@@ -98,8 +98,9 @@ int main(void)
            attach ? "used" : "not available");
     double enq_s = (double)(enq.tv_sec - t0.tv_sec) + (double)(enq.tv_nsec - t0.tv_nsec) * 1e-9;
     double cpu_s = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
-    printf("  enqueueing: %.1f us per iteration, %.1f of them on this thread's CPU\n",
-           enq_s * 1e6 / iters, cpu_s * 1e6 / iters);
+    if (iters > 0)
+        printf("  enqueueing: %.1f us per iteration, %.1f of them on this thread's CPU\n",
+               enq_s * 1e6 / iters, cpu_s * 1e6 / iters);
 
     uint32_t *got = malloc(16 * (size_t)n), *ref = malloc(16 * (size_t)n);
     for (cl_uint i = 0; i < n; i++)
