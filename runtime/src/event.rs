@@ -648,9 +648,31 @@ impl Event {
     /// Completes this event after all of `deps`; a failure of one of the first `failing`
     /// (the application's wait list) fails it, the others (orderings MirrorCL adds) only
     /// order it.
-    pub fn complete_after_ordered(self: &Arc<Self>, deps: Vec<Arc<Event>>, failing: usize) {
+    pub fn complete_after_ordered(self: &Arc<Self>, mut deps: Vec<Arc<Event>>, failing: usize) {
+        // Those already done need no callback (a lock of theirs, two allocations): only
+        // a failure among the first `failing` counts. For `vendor_waitable` a done event
+        // stands for nothing, so `joins` keeps only the others.
+        let (mut error, mut i, mut failing_kept) = (0, 0, 0);
+        deps.retain(|dep| {
+            let fails = i < failing;
+            i += 1;
+            let status = dep.status();
+            if status > CL_COMPLETE {
+                failing_kept += usize::from(fails);
+                return true;
+            }
+            if fails && status < 0 {
+                error = CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST;
+            }
+            false
+        });
+        let failing = failing_kept;
         let _ = self.joins.set(deps.iter().map(Arc::downgrade).collect());
         self.advance(CL_SUBMITTED);
+        if deps.is_empty() {
+            self.complete(error);
+            return;
+        }
         struct Join {
             event: Arc<Event>,
             remaining: AtomicI32,
@@ -659,7 +681,7 @@ impl Event {
         let join = Arc::new(Join {
             event: self.clone(),
             remaining: AtomicI32::new(deps.len() as i32 + 1),
-            error: AtomicI32::new(0),
+            error: AtomicI32::new(error),
         });
         let arrive = |join: &Arc<Join>, status: cl_int| {
             if status < 0 {

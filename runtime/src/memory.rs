@@ -111,11 +111,36 @@ pub struct SentRead {
 
 impl_handle!(Buffer, Mem, CL_INVALID_MEM_OBJECT);
 
+/// Host copies from this size on are mapped from the kernel, not taken from the
+/// allocator: their pages are committed as they are touched and go back to the system
+/// when the buffer goes, and a copy that does not fit the address space fails here
+/// (mimalloc would carve it out of a reservation made earlier).
+const MAPPED_FROM: usize = 256 << 10;
+
 fn alloc_host(size: usize) -> ClResult<HostCopy> {
     let layout =
         Layout::from_size_align(size.max(1), HOST_ALIGN).map_err(|_| CL_INVALID_BUFFER_SIZE)?;
-    // SAFETY: non-zero size layout.
-    let ptr = unsafe { std::alloc::alloc(layout) };
+    let ptr = if layout.size() >= MAPPED_FROM {
+        // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                layout.size(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            std::ptr::null_mut()
+        } else {
+            p as *mut u8
+        }
+    } else {
+        // SAFETY: non-zero size layout.
+        unsafe { std::alloc::alloc(layout) }
+    };
     if ptr.is_null() {
         return Err(CL_MEM_OBJECT_ALLOCATION_FAILURE);
     }
@@ -123,6 +148,20 @@ fn alloc_host(size: usize) -> ClResult<HostCopy> {
         ptr,
         owned: Some(layout),
     })
+}
+
+/// Frees what `alloc_host` gave.
+///
+/// # Safety
+/// `ptr` came from `alloc_host` with `layout`, and nothing uses it any more.
+unsafe fn free_host(ptr: *mut u8, layout: Layout) {
+    if layout.size() >= MAPPED_FROM {
+        // SAFETY: the whole mapping `alloc_host` made (the caller's promise).
+        unsafe { libc::munmap(ptr as *mut c_void, layout.size()) };
+    } else {
+        // SAFETY: allocated by the allocator with this layout (the caller's promise).
+        unsafe { std::alloc::dealloc(ptr, layout) };
+    }
 }
 
 impl Buffer {
@@ -355,8 +394,8 @@ impl Drop for Buffer {
             owned: Some(layout),
         }) = self.host.get_mut().take()
         {
-            // SAFETY: allocated by alloc_host with this layout.
-            unsafe { std::alloc::dealloc(ptr, layout) };
+            // SAFETY: allocated by alloc_host with this layout; the buffer is going.
+            unsafe { free_host(ptr, layout) };
         }
         let handle = self as *mut Buffer as usize;
         self.destructors.run(handle);

@@ -63,6 +63,7 @@ impl Platform {
         };
         platform.devices = platform.discover_devices();
         if !platform.config.runtime.stats.is_empty() {
+            crate::stats::turn_on();
             // After the node's own handler: handlers run last registered first, so the
             // figures are gathered before MPI is finalised.
             // SAFETY: registering a plain extern "C" function.

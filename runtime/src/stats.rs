@@ -5,7 +5,7 @@
 
 use crate::wire::Statistics;
 use serde::Serialize;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 macro_rules! counters {
     ($($name:ident: $doc:literal),* $(,)?) => {
@@ -66,9 +66,27 @@ counters! {
 
 pub static COUNTERS: Counters = Counters::new();
 
+/// Whether the counters are reported (`MIRRORCL_STATS`). Off, nothing counts: the
+/// counters share cache lines that the enqueuing thread, the issuers and the progress
+/// thread would otherwise each write on every command.
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// Starts counting; called once the configuration asks for a report.
+pub fn turn_on() {
+    ON.store(true, Ordering::Relaxed);
+}
+
+/// Whether figures are counted (and so whether they are worth measuring).
+#[inline]
+pub fn on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
 #[inline]
 pub fn add(counter: &AtomicU64, n: u64) {
-    counter.fetch_add(n, Ordering::Relaxed);
+    if on() {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 /// The report: every rank's figures and their sum.

@@ -104,7 +104,9 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let waits = crate::record::enabled().then(|| recorded_waits(&cmd));
     let vendor = matches!(work, Work::Vendor(_));
     wait_list_elsewhere(&mut cmd, &event);
-    let accesses = scheduled_accesses(&cmd, &event);
+    name_for_reports(&cmd, &event);
+    // Built before the queueing decision only where the recording needs them.
+    let mut accesses = waits.as_ref().map(|_| scheduled_accesses(&cmd));
     let injected = device.local().then(|| injected_failure(index)).flatten();
     let work = match (work, injected) {
         (Work::Vendor(_), Some(rc)) => Work::Vendor(Box::new(move |_, _, _| Err(rc))),
@@ -125,7 +127,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             cmd.fills_host.map(|s| s.len()),
             cmd.blocking,
             &waits,
-            &accesses,
+            accesses.as_deref().unwrap_or_default(),
         );
     }
     if left_out(&cmd, &sched) {
@@ -136,11 +138,16 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         event.complete_after(cmd.wait_list);
         return Ok(event);
     }
+    let accesses = accesses.take().unwrap_or_else(|| scheduled_accesses(&cmd));
+    // Its buffers live as long as it may run or move their bytes.
+    event.keep_all(
+        (cmd.accesses.iter()).map(|(b, _, _)| root_arc(b) as Arc<dyn std::any::Any + Send + Sync>),
+    );
     // The application's wait list comes first: only its failures fail the command; what
     // MirrorCL adds after it only orders it.
     let failing = cmd.wait_list.len();
     let mut deps = std::mem::take(&mut cmd.wait_list);
-    let scheduling = std::time::Instant::now();
+    let scheduling = crate::stats::on().then(std::time::Instant::now);
     let traced = crate::trace::begin();
     add(&COUNTERS.commands_scheduled, 1);
     let mut steps = Vec::new();
@@ -158,10 +165,9 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             root_arc(b).wrote_on(d);
         }
     }
-    add(
-        &COUNTERS.scheduling_ns,
-        scheduling.elapsed().as_nanos() as u64,
-    );
+    if let Some(start) = scheduling {
+        add(&COUNTERS.scheduling_ns, start.elapsed().as_nanos() as u64);
+    }
     if traced != 0 {
         let (name, n) = (command_name(cmd.command_type), steps.len());
         let args = crate::trace_args![("command", event.seq), ("index", index), ("steps", n)];
@@ -314,11 +320,10 @@ fn note_for_verify(cmd: &Command, device: &Device) {
     crate::verify::note(command_name(cmd.command_type), &[&what]);
 }
 
-/// The command's accesses as the scheduler sees them (root buffer ranges); `event` keeps
-/// the root buffers alive, names the first as its subject and, on a device, its owner.
-fn scheduled_accesses(cmd: &Command, event: &Event) -> Vec<Access> {
+/// The command's accesses as the scheduler sees them (root buffer ranges).
+fn scheduled_accesses(cmd: &Command) -> Vec<Access> {
     let copy = copies_between_buffers(cmd);
-    let accesses: Vec<Access> = (cmd.accesses.iter().enumerate())
+    (cmd.accesses.iter().enumerate())
         .map(|(i, (b, r, mode))| Access {
             buffer: b.id,
             range: b.root_range(r.start, r.end - r.start),
@@ -328,19 +333,17 @@ fn scheduled_accesses(cmd: &Command, event: &Event) -> Vec<Access> {
             aliased: b.parent.is_some() || b.image.is_some(),
             pass_through: copy && i == 0,
         })
-        .collect();
-    event.keep_all(
-        cmd.accesses
-            .iter()
-            .map(|(b, _, _)| root_arc(b) as Arc<dyn std::any::Any + Send + Sync>),
-    );
-    if let Some(a) = accesses.first() {
-        event.set_subject(a.buffer);
+        .collect()
+}
+
+/// What reports name the command by: its first buffer and the rank that runs it.
+fn name_for_reports(cmd: &Command, event: &Event) {
+    if let Some((b, _, _)) = cmd.accesses.first() {
+        event.set_subject(b.id);
     }
     if !cmd.at_host {
         event.set_owner(cmd.queue.device.owner);
     }
-    accesses
 }
 
 /// A copy between two buffers: its source serves it alone (`Access::pass_through`). A
