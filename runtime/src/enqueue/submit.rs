@@ -59,8 +59,9 @@ pub struct Command {
 /// its dependencies, except that a read's bytes reach every rank (the owner sends them).
 pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let queue = cmd.queue.clone();
-    let ctx = queue.context.clone();
-    let device = queue.device.clone();
+    // Borrowed: their reference counts are written by every thread that drops a command.
+    let ctx = &queue.context;
+    let device = &queue.device;
     queue.keep_pace();
     add(&COUNTERS.commands_created, 1);
     let index = COMMAND_INDEX.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
@@ -74,7 +75,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         }),
     );
     if crate::verify::enabled() {
-        note_for_verify(&cmd, &device);
+        note_for_verify(&cmd, device);
     }
     let (at, stream) = if cmd.at_host {
         (Location::Host, new_stream())
@@ -154,7 +155,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let mut landed = Vec::new();
     sched.set_thread(crate::host_threads::slot() as u32);
     let conflicts = sched.schedule(at, stream, &accesses, &event, |step, step_deps| {
-        let (stream, step, land) = transfer_landing(&ctx, &cmd.accesses, step, step_deps);
+        let (stream, step, land) = transfer_landing(ctx, &cmd.accesses, step, step_deps);
         steps.push(step.clone());
         landed.extend(land.map(|l| (step.clone(), l)));
         (stream, step)
@@ -193,8 +194,8 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     }
     let work = match (injected, in_place) {
         (Some(_), _) => work,
-        (None, Some(source)) => copy_in_place(&cmd, &ctx, source).unwrap_or(work),
-        (None, None) => copy_from_landed(&cmd, &device, landed, &mut deps, &event).unwrap_or(work),
+        (None, Some(source)) => copy_in_place(&cmd, ctx, source).unwrap_or(work),
+        (None, None) => copy_from_landed(&cmd, device, landed, &mut deps, &event).unwrap_or(work),
     };
     queue.record(event.clone());
     let routed = route(
