@@ -122,9 +122,7 @@ mod api;
 mod info;
 mod replica;
 
-// Per-thread heaps with lock-free frees from other threads (see the workspace manifest).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+mod allocator;
 
 use mirrorcl_runtime::cl::cl_icd::_cl_icd_dispatch;
 pub(crate) use mirrorcl_runtime::cl::{cl_int, CL_OUT_OF_HOST_MEMORY, CL_SUCCESS};
