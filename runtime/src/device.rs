@@ -46,6 +46,9 @@ pub struct Device {
     /// The owner's host name and the vendor platform's name, for device tables.
     pub host: String,
     pub vendor_name: String,
+    /// NVIDIA keeps commands on disjoint bytes of one buffer apart; PoCL orders them
+    /// itself (`DeviceDesc::ranges_apart`). Known alike on every rank; read per command.
+    ranges_apart: bool,
     /// Index of the vendor platform in `Platform::vendors`.
     pub vendor: u32,
     /// Devices with equal groups share one vendor context in a MirrorCL context (and
@@ -146,6 +149,11 @@ fn mirrorcl_answers(
     }
 }
 
+/// Whether a vendor keeps commands on disjoint bytes of one buffer apart.
+fn ranges_apart(vendor_name: &str) -> bool {
+    vendor_name.contains("NVIDIA")
+}
+
 impl Device {
     /// Captures an actual vendor device. Queries whose answers are MirrorCL handles or
     /// live counts (platform, reference count) are answered by the ICD layer.
@@ -174,6 +182,7 @@ impl Device {
             owner,
             host: host.to_string(),
             vendor_name: vendor_name.to_string(),
+            ranges_apart: ranges_apart(vendor_name),
             vendor,
             group,
             owner_group: group,
@@ -207,6 +216,7 @@ impl Device {
             index,
             owner: d.owner,
             host: d.host,
+            ranges_apart: ranges_apart(&d.vendor_name),
             vendor_name: d.vendor_name,
             vendor: u32::MAX,
             group: VIRTUAL_GROUP,
@@ -385,9 +395,7 @@ impl Device {
         mirrorcl_scheduler::DeviceDesc {
             owner: self.owner,
             group: self.owner_group,
-            // NVIDIA keeps commands on disjoint bytes of one buffer apart; PoCL orders
-            // them itself (`DeviceDesc::ranges_apart`). Known alike on every rank.
-            ranges_apart: self.vendor_name.contains("NVIDIA"),
+            ranges_apart: self.ranges_apart,
         }
     }
 
