@@ -106,8 +106,6 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let vendor = matches!(work, Work::Vendor(_));
     wait_list_elsewhere(&mut cmd, &event);
     name_for_reports(&cmd, &event);
-    // Built before the queueing decision only where the recording needs them.
-    let mut accesses = waits.as_ref().map(|_| scheduled_accesses(&cmd));
     let injected = device.local().then(|| injected_failure(index)).flatten();
     let work = match (work, injected) {
         (Work::Vendor(_), Some(rc)) => Work::Vendor(Box::new(move |_, _, _| Err(rc))),
@@ -128,7 +126,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             cmd.fills_host.map(|s| s.len()),
             cmd.blocking,
             &waits,
-            accesses.as_deref().unwrap_or_default(),
+            &scheduled_accesses(&cmd),
         );
     }
     if left_out(&cmd, &sched) {
@@ -139,7 +137,8 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         event.complete_after(cmd.wait_list);
         return Ok(event);
     }
-    let accesses = accesses.take().unwrap_or_else(|| scheduled_accesses(&cmd));
+    // Built only now: a command left out needs none.
+    let accesses = scheduled_accesses(&cmd);
     // Its buffers live as long as it may run or move their bytes.
     event.keep_all(
         (cmd.accesses.iter()).map(|(b, _, _)| root_arc(b) as Arc<dyn std::any::Any + Send + Sync>),
