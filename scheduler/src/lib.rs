@@ -129,11 +129,17 @@ struct Hazards<T> {
     /// not run the newer one (work of another rank is bookkeeping here and completes at
     /// once), waiting for it would not wait for the older one.
     reads: Vec<(StreamId, Scope, T)>,
-    /// Where each (stream, scope) is in `reads`: steps mostly come on fresh streams, so
-    /// a source read by a step per rank collects one reader per rank, and a linear
-    /// search made recording each O(ranks) (found by `mirrorcl-sim`).
+    /// Where each (stream, scope) is in `reads`, once there are more than
+    /// [`LINEAR_READS`]: steps mostly come on fresh streams, so a source read by a step
+    /// per rank collects one reader per rank, and a linear search made recording each
+    /// O(ranks) (found by `mirrorcl-sim`). Below that a search is cheaper than hashing,
+    /// and a segment made anew (a write over part of a buffer, as a solver's ghost rows
+    /// every iteration) allocates no table.
     index: HashMap<(StreamId, Scope), usize>,
 }
+
+/// How many readers an instance's hazards keep before they index them.
+const LINEAR_READS: usize = 8;
 
 impl<T> Default for Hazards<T> {
     fn default() -> Self {
@@ -177,12 +183,26 @@ impl<T: Clone> Hazards<T> {
             self.last_write = Some((stream, token.clone()));
             self.reads.clear();
             self.index.clear();
-        } else if let Some(&i) = self.index.get(&(stream, scope)) {
-            self.reads[i].2 = token.clone();
-        } else {
-            self.index.insert((stream, scope), self.reads.len());
-            self.reads.push((stream, scope, token.clone()));
+            return;
         }
+        let key = (stream, scope);
+        let found = if self.reads.len() > LINEAR_READS {
+            self.index.get(&key).copied()
+        } else {
+            (self.reads.iter()).position(|(s, sc, _)| (*s, *sc) == key)
+        };
+        if let Some(i) = found {
+            self.reads[i].2 = token.clone();
+            return;
+        }
+        if self.reads.len() == LINEAR_READS {
+            let indexed = (self.reads.iter().enumerate()).map(|(i, (s, sc, _))| ((*s, *sc), i));
+            self.index.extend(indexed);
+        }
+        if self.reads.len() >= LINEAR_READS {
+            self.index.insert(key, self.reads.len());
+        }
+        self.reads.push((stream, scope, token.clone()));
     }
 }
 
@@ -986,6 +1006,38 @@ mod tests {
             },
         );
         s
+    }
+
+    /// A writer waits for the newest reader of every stream and scope, however many
+    /// there are: below `LINEAR_READS` found by a search, above it by the index.
+    #[test]
+    fn a_writer_waits_for_the_newest_reader_of_each_stream() {
+        for streams in [3u64, LINEAR_READS as u64, 3 * LINEAR_READS as u64] {
+            let mut h = Hazards::<u32>::default();
+            h.record(Mode::Write, 1_000, None, &1);
+            for round in 0..3u32 {
+                for s in 0..streams {
+                    let token = 10_000 * round + s as u32;
+                    h.record(Mode::Read, s, None, &token);
+                    // The same stream on one rank alone is another reader.
+                    h.record(Mode::Read, s, Some(7), &(token + 5_000));
+                }
+            }
+            let mut deps = Vec::new();
+            h.deps_for(Mode::Write, 2_000, &mut deps);
+            deps.sort_unstable();
+            let mut want: Vec<u32> = (0..streams as u32)
+                .flat_map(|s| [20_000 + s, 25_000 + s])
+                .chain([1])
+                .collect();
+            want.sort_unstable();
+            assert_eq!(deps, want, "{streams} streams");
+            // A write forgets them all.
+            h.record(Mode::Write, 3_000, None, &2);
+            let mut deps = Vec::new();
+            h.deps_for(Mode::Write, 4_000, &mut deps);
+            assert_eq!(deps, vec![2]);
+        }
     }
 
     #[test]
