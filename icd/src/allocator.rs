@@ -27,29 +27,37 @@ fn plain(align: usize, size: usize) -> bool {
     align <= PLAIN_ALIGN && align <= size
 }
 
+/// A block for `layout` from mimalloc's `plain` entry point where `plain` allows,
+/// otherwise from its `aligned` one.
+///
+/// # Safety
+/// As for `GlobalAlloc::alloc`.
+unsafe fn allocate(
+    layout: Layout,
+    plain_fn: unsafe extern "C" fn(usize) -> *mut c_void,
+    aligned_fn: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+) -> *mut u8 {
+    // SAFETY: mimalloc's allocation functions take any size and alignment.
+    unsafe {
+        if plain(layout.align(), layout.size()) {
+            plain_fn(layout.size()) as *mut u8
+        } else {
+            aligned_fn(layout.size(), layout.align()) as *mut u8
+        }
+    }
+}
+
 // SAFETY: every block comes from mimalloc with at least the layout's alignment (the
 // plain entry points only where `plain` says their blocks have it), and goes back to it.
 unsafe impl GlobalAlloc for MiMalloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: mimalloc's allocation functions take any size and alignment.
-        unsafe {
-            if plain(layout.align(), layout.size()) {
-                mi_malloc(layout.size()) as *mut u8
-            } else {
-                mi_malloc_aligned(layout.size(), layout.align()) as *mut u8
-            }
-        }
+        // SAFETY: GlobalAlloc's contract, passed on.
+        unsafe { allocate(layout, mi_malloc, mi_malloc_aligned) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as in `alloc`.
-        unsafe {
-            if plain(layout.align(), layout.size()) {
-                mi_zalloc(layout.size()) as *mut u8
-            } else {
-                mi_zalloc_aligned(layout.size(), layout.align()) as *mut u8
-            }
-        }
+        // SAFETY: GlobalAlloc's contract, passed on.
+        unsafe { allocate(layout, mi_zalloc, mi_zalloc_aligned) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {

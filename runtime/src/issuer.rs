@@ -364,16 +364,6 @@ pub fn watch(event: &Arc<Event>, registered: bool) -> bool {
 /// their callbacks once the issuer parks.
 const POLL_AT_ONCE: usize = 8;
 
-/// Polls the urgent watched events, then the oldest others; whether one completed. Each
-/// completion runs its callbacks: a read polled behind eight others that completed was
-/// sent some 20 µs late on an H100 (a stencil's ghost row). Completions' callbacks may
-/// watch further events: the lists are not borrowed meanwhile. An event that got an
-/// application callback since is left to the vendor's callback thread (application
-/// callbacks never run on an issuer).
-fn poll_watched() -> bool {
-    poll_watched_up_to(POLL_AT_ONCE)
-}
-
 /// How often the issuer, between jobs it has ready, also polls events no other rank
 /// waits for.
 const POLL_REST_EVERY: Duration = Duration::from_micros(50);
@@ -396,7 +386,11 @@ fn poll_between_jobs() -> bool {
 }
 
 /// Polls the urgent watched events, then the oldest `at_most` others; whether one
-/// completed.
+/// completed. Each completion runs its callbacks: a read polled behind eight others that
+/// completed was sent some 20 µs late on an H100 (a stencil's ghost row). Completions'
+/// callbacks may watch further events: the lists are not borrowed meanwhile. An event
+/// that got an application callback since is left to the vendor's callback thread
+/// (application callbacks never run on an issuer).
 fn poll_watched_up_to(at_most: usize) -> bool {
     if at_most > 0 {
         LAST_REST_POLL.with(|last| last.set(Some(std::time::Instant::now())));
@@ -793,11 +787,7 @@ fn next_message(
                     return Some(Message::Wake);
                 }
             }
-            let progressed = match gate {
-                Some(_) => poll_watched_up_to(0),
-                None => poll_watched(),
-            };
-            if progressed {
+            if poll_watched_up_to(if gate.is_some() { 0 } else { POLL_AT_ONCE }) {
                 spin.restart();
                 continue;
             }
