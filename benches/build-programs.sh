@@ -12,6 +12,7 @@ cc "${cflags[@]}" -o "$out/cluster_alltoall" tests/c/cluster_alltoall.c -lOpenCL
 cc "${cflags[@]}" -o "$out/bandwidth" benches/micro/bandwidth.c -lOpenCL -lm
 cc "${cflags[@]}" -o "$out/copy16" benches/micro/copy16.c -lOpenCL -lm
 cc "${cflags[@]}" -o "$out/roundtrip" benches/micro/roundtrip.c -lOpenCL -lm
+cc "${cflags[@]}" -o "$out/vendorcalls" benches/micro/vendorcalls.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/bandwidth_mpi" benches/micro/bandwidth_mpi.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/alltoall_mpi" benches/micro/alltoall_mpi.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/stencil_mpi" benches/micro/stencil_mpi.c -lOpenCL -lm
