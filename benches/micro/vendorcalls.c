@@ -30,12 +30,8 @@ int main(void)
     int iters = it ? atoi(it) : 2000;
     if (iters < 10)
         ct_die("RT_ITERS must be at least 10");
-    cl_platform_id platform = ct_platform();
-    cl_device_id dev;
-    if (ct_devices(platform, &dev) < 1)
-        ct_die("no device");
-    cl_context ctx = ct_context(platform, 1, &dev);
-    cl_command_queue q = ct_queue(ctx, dev, 0);
+    cl_context ctx;
+    cl_command_queue q = ct_first_device_queue(&ctx);
     cl_kernel k = ct_kernel(ct_build(ctx, kSrc, NULL), "fill");
     cl_mem a, b;
     CREATE(a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64, NULL, &E));

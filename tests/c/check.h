@@ -411,6 +411,16 @@ CT_FN cl_command_queue ct_queue(cl_context ctx, cl_device_id d, cl_command_queue
     return q;
 }
 
+/* The platform's first device, a context of its own and an in-order queue on it (the
+ * single-device microbenchmarks); the context through `ctx`. */
+CT_FN cl_command_queue ct_first_device_queue(cl_context *ctx)
+{
+    cl_platform_id platform = ct_platform();
+    cl_device_id dev = ct_device_at(platform, 0);
+    *ctx = ct_context(platform, 1, &dev);
+    return ct_queue(*ctx, dev, 0);
+}
+
 CT_FN void ct_print_build_logs(cl_program prog)
 {
     cl_uint nd = 0;
