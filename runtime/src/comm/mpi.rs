@@ -1206,4 +1206,39 @@ mod tests {
             );
         }
     }
+
+    /// A finished receive's block serves the next receive of its length, with its bytes
+    /// as they were; header-only blocks and discards' chunks are not kept, nor more than
+    /// `BLOCKS_KEPT` of one length.
+    #[test]
+    fn receive_blocks_are_recycled_by_length_and_bounded() {
+        let mut blocks = ReceiveBlocks::default();
+        let packed = 32 + PACKED_ROOM;
+        let mut b = blocks.take(packed);
+        assert_eq!(b.len(), packed);
+        b[40] = 7;
+        let at = b.as_ptr();
+        blocks.give(b);
+        let framed = blocks.take(32 + 2 * FRAME);
+        assert_eq!(framed.len(), 32 + 2 * FRAME);
+        assert_ne!(framed.as_ptr(), at, "another length gets its own block");
+        let again = blocks.take(packed);
+        assert_eq!((again.as_ptr(), again[40]), (at, 7));
+        blocks.give(vec![0u8; 32]);
+        blocks.give(vec![0u8; 1 << 20]);
+        assert!(
+            blocks
+                .free
+                .iter()
+                .all(|(l, v)| *l == packed && v.is_empty()),
+            "kept: {:?}",
+            (blocks.free.iter())
+                .map(|(l, v)| (*l, v.len()))
+                .collect::<Vec<_>>()
+        );
+        for _ in 0..BLOCKS_KEPT + 10 {
+            blocks.give(vec![0u8; packed]);
+        }
+        assert_eq!(blocks.free[0].1.len(), BLOCKS_KEPT);
+    }
 }
