@@ -113,8 +113,7 @@ fn finish_deferred(d: Deferred) {
 pub struct JobInfo {
     /// The vendor queue it goes to (by address), for sharing events within a queue.
     pub vqueue: usize,
-    /// The command's event: for the dependency check, and an urgent read's gate
-    /// (`Gate`).
+    /// The command's event: for the dependency check.
     pub event: Arc<Event>,
     /// A kernel launch on a non-profiling queue, not blocking, with every dependency done
     /// when it was scheduled.
@@ -475,9 +474,9 @@ fn run(
     WATCHED.with(|w| *w.borrow_mut() = Some(Watching::default()));
     let mut state = IssuerState::default();
     let mut batch: Vec<Handed> = Vec::new();
-    let mut held = Held::new(hold_always);
+    let mut held = Held::default();
     loop {
-        let message = next_message(&rx, spin, held.closed_gate());
+        let message = next_message(&rx, spin);
         let _running = shared.running.lock();
         match message {
             Some(Message::Job(job)) => batch.push(job),
@@ -494,7 +493,7 @@ fn run(
             }
         }
         // Held jobs came first: they go before the batch when they can.
-        held.release(&mut state, shared, &wake);
+        held.release(&mut state, shared);
         // Holding costs a wake-up of this thread per release unless it spins. With the
         // cores taken, a vendor that waits on user events in its own worker (PoCL) is
         // the cheaper hand-off; NVIDIA, with thousands of commands waiting on user
@@ -516,14 +515,14 @@ fn run(
             {
                 held.hold(job, handed, &wake);
             } else {
-                held.run(job, handed, share, &mut state, &wake);
+                run_job(job, handed, share, &mut state);
                 shared.ran_one();
                 // A long batch must not hold back what the vendor finished meanwhile.
                 poll_between_jobs();
             }
         }
         // A job of the batch may be what a held one waited for.
-        held.release(&mut state, shared, &wake);
+        held.release(&mut state, shared);
         state.flush();
     }
 }
@@ -532,84 +531,19 @@ fn run(
 /// order they came: a later job on the same queue waits behind them (the queue is in
 /// order), jobs on other queues go on. Only the first of each queue can be next, so a
 /// program enqueuing far ahead costs nothing per held job.
+///
+/// A read another rank waits for does not hold back the jobs after it on its queue: a
+/// gate that did (until the read was seen done, up to 30 µs) cost IV.7.2 on four H200
+/// 122-126 µs an iteration at 4 ranks against 114-117 without, and the 2-rank stencil
+/// 48-59 µs a step against 48-52; the read is polled between those jobs instead.
 #[derive(Default)]
 struct Held {
     queues: Vec<(usize, std::collections::VecDeque<Handed>)>,
-    /// Whether urgent reads gate their queue (`Gate`): on issuers that hold jobs for
-    /// the vendor, which then never issue a job that waits through a bridge.
-    gating: bool,
-    gate: Option<Gate>,
 }
-
-/// A read another rank waits for, just issued: the jobs after it on its vendor queue
-/// wait until it is done, or for `GATE_WAIT`, while this issuer polls it. They would
-/// run after it on the device anyway, and each of their vendor calls (a 16-byte copy
-/// 7-10 µs on an H100) is time in which nobody sees the read done: IV.7.2's read was
-/// seen 7 µs after it ended, behind the local copy's call.
-struct Gate {
-    vqueue: usize,
-    read: Arc<Event>,
-    until: std::time::Instant,
-}
-
-/// How long an urgent read holds back the jobs after it on its queue at most: a read
-/// behind a long kernel lets them go.
-const GATE_WAIT: Duration = Duration::from_micros(30);
 
 impl Held {
-    fn new(gating: bool) -> Held {
-        Held {
-            gating,
-            ..Held::default()
-        }
-    }
-
     fn holds_queue(&self, job: &JobInfo) -> bool {
-        self.gated(job) || self.queues.iter().any(|(q, _)| *q == job.vqueue)
-    }
-
-    /// Whether an urgent read still holds back `job`. Not another urgent read: a
-    /// stencil's second boundary read would wait for the first.
-    fn gated(&self, job: &JobInfo) -> bool {
-        self.gate.as_ref().is_some_and(|g| {
-            g.vqueue == job.vqueue
-                && !job.event.is_urgent()
-                && !g.read.is_done()
-                && std::time::Instant::now() < g.until
-        })
-    }
-
-    /// The closed gate's read and when the gate opens at the latest, for the issuer's
-    /// wait (`next_message`).
-    fn closed_gate(&self) -> Option<(&Arc<Event>, std::time::Instant)> {
-        (self.gate.as_ref())
-            .filter(|g| !g.read.is_done() && std::time::Instant::now() < g.until)
-            .map(|g| (&g.read, g.until))
-    }
-
-    /// Runs `job`; an urgent read closes the gate of its queue behind it, and wakes
-    /// this issuer when done.
-    fn run(
-        &mut self,
-        job: Job,
-        handed: u64,
-        share: bool,
-        state: &mut IssuerState,
-        wake: &Sender<Message>,
-    ) {
-        let (vqueue, event) = (job.info.vqueue, job.info.event.clone());
-        run_job(job, handed, share, state);
-        if self.gating && event.is_urgent() && !event.is_done() {
-            let wake = wake.clone();
-            event.on_done(move |_| {
-                let _ = wake.send(Message::Wake);
-            });
-            self.gate = Some(Gate {
-                vqueue,
-                read: event,
-                until: std::time::Instant::now() + GATE_WAIT,
-            });
-        }
+        self.queues.iter().any(|(q, _)| *q == job.vqueue)
     }
 
     /// Each dependency the vendor cannot wait on wakes the issuer when done (one held
@@ -672,7 +606,6 @@ impl Held {
             shared.ran_one();
         }
         self.queues.clear();
-        self.gate = None;
     }
 
     /// The queue whose first job has the least `key` (none: not eligible).
@@ -701,15 +634,14 @@ impl Held {
     /// goes first, transfer writes after the others (`JobInfo::late`): a stencil's
     /// boundary read, which the neighbour waits for, went after the next step's copy and
     /// kernel of the application queue, some 11 µs later on an H100.
-    fn release(&mut self, state: &mut IssuerState, shared: &Shared, wake: &Sender<Message>) {
+    fn release(&mut self, state: &mut IssuerState, shared: &Shared) {
         loop {
             let next = self.first_by(|job| {
-                (job.ready() && !self.blocks_too_soon(job) && !self.gated(job))
-                    .then_some((job.late, job.order))
+                (job.ready() && !self.blocks_too_soon(job)).then_some((job.late, job.order))
             });
             let Some(i) = next else { break };
             let (job, handed) = self.queues[i].1.pop_front().expect("a first job");
-            self.run(job, handed, false, state, wake);
+            run_job(job, handed, false, state);
             shared.ran_one();
             // As in a batch: ten held jobs released after a receive took 120 µs of
             // vendor calls on an H100, and a boundary read done after the third was
@@ -772,13 +704,8 @@ fn run_job(job: Job, handed: u64, share: bool, state: &mut IssuerState) {
 }
 
 /// Spins for `spin` (while a core is free: `crate::spin`) before parking on the
-/// channel.
-/// `gate`: when a gate opens at the latest (`Gate`): a wake-up then.
-fn next_message(
-    rx: &Receiver<Message>,
-    spin: Duration,
-    gate: Option<(&Arc<Event>, std::time::Instant)>,
-) -> Option<Message> {
+/// channel, polling the watched events meanwhile.
+fn next_message(rx: &Receiver<Message>, spin: Duration) -> Option<Message> {
     let mut spin = crate::spin::Spin::new(spin);
     let mut turns = 0u32;
     loop {
@@ -788,34 +715,13 @@ fn next_message(
             Err(TryRecvError::Empty) => {}
         }
         turns = turns.wrapping_add(1);
-        if turns.is_multiple_of(16) {
-            // While a gate is closed only the urgent events are polled, and the gated
-            // jobs go as soon as its read is seen done: polling the rest meanwhile ran
-            // their completions (the bookkeeping of other ranks' commands, 1-3 µs each)
-            // before IV.7.2's local copy and next kernel, 10-15 µs on an H100.
-            if let Some((read, until)) = gate {
-                if read.is_done() || std::time::Instant::now() >= until {
-                    return Some(Message::Wake);
-                }
-            }
-            if poll_watched_up_to(if gate.is_some() { 0 } else { POLL_AT_ONCE }) {
-                spin.restart();
-                continue;
-            }
+        if turns.is_multiple_of(16) && poll_watched_up_to(POLL_AT_ONCE) {
+            spin.restart();
+            continue;
         }
         if !spin.spinning() {
             forget_watched();
-            return match gate {
-                Some((_, until)) => {
-                    match rx
-                        .recv_timeout(until.saturating_duration_since(std::time::Instant::now()))
-                    {
-                        Err(crossbeam_channel::RecvTimeoutError::Timeout) => Some(Message::Wake),
-                        other => other.ok(),
-                    }
-                }
-                None => rx.recv().ok(),
-            };
+            return rx.recv().ok();
         }
         std::hint::spin_loop();
     }
