@@ -430,23 +430,26 @@ fn poll_watched_up_to(at_most: usize) -> bool {
 }
 
 /// Polls `list` from the front until `at_most` events are found pending, dropping those
-/// done; the rest of the list is not looked at.
+/// done in place; the rest of the list is not looked at.
 fn poll_front(list: &mut VecDeque<Watched>, at_most: usize) {
-    let mut pending = Vec::new();
-    while pending.len() < at_most {
-        let Some((event, registered)) = list.pop_front() else {
-            break;
-        };
-        if event.has_user_callbacks() {
+    let (mut i, mut pending) = (0, 0);
+    while pending < at_most && i < list.len() {
+        let (event, registered) = &list[i];
+        let gone = if event.has_user_callbacks() {
             if !registered {
                 event.register_vendor_callback();
             }
-        } else if !event.poll() {
-            pending.push((event, registered));
+            true
+        } else {
+            event.poll()
+        };
+        if gone {
+            // Near the front: VecDeque moves the few before it.
+            list.remove(i);
+        } else {
+            i += 1;
+            pending += 1;
         }
-    }
-    for watched in pending.into_iter().rev() {
-        list.push_front(watched);
     }
 }
 
@@ -538,7 +541,7 @@ fn run(
 /// 48-59 µs a step against 48-52; the read is polled between those jobs instead.
 #[derive(Default)]
 struct Held {
-    queues: Vec<(usize, std::collections::VecDeque<Handed>)>,
+    queues: Vec<(usize, VecDeque<Handed>)>,
 }
 
 impl Held {

@@ -929,8 +929,9 @@ impl Progress {
                     self.sends -= 1;
                 }
                 let ok = !done.failed;
-                let receive =
-                    (done.transfer.as_ref()).is_some_and(|t| t.direction != Direction::Send);
+                // A packed or framed receive's block came from `blocks` (`post`).
+                let recycled = done.packed
+                    && (done.transfer.as_ref()).is_some_and(|t| t.direction != Direction::Send);
                 if let Some(t) = done.transfer.take() {
                     let status = match t.direction {
                         Direction::Send if ok => 0,
@@ -966,7 +967,7 @@ impl Progress {
                     trace_message(self.rank, &t, done.traced, status);
                     complete(self.rank, t, status);
                 }
-                if receive {
+                if recycled {
                     self.blocks.give(std::mem::take(&mut done.staged));
                 }
                 progressed = true;
