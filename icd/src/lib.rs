@@ -150,8 +150,8 @@ pub(crate) fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
 /// (`mirrorcl_runtime::host_threads`).
 #[inline]
 pub(crate) fn opencl_call(name: &'static str) -> Inside {
-    let nested = mirrorcl_runtime::replica::inside_mirrorcl();
-    let inside = opencl_call_lazy();
+    count_call();
+    let (inside, nested) = Inside::enter_nested();
     platform();
     if !nested {
         mirrorcl_runtime::host_threads::check(name);

@@ -11,6 +11,7 @@ use crate::vendor::{ContextKey, VEvent};
 use crate::wire::EventStatuses;
 use crate::ClResult;
 use parking_lot::{Condvar, Mutex};
+use smallvec::SmallVec;
 use std::any::Any;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -28,6 +29,45 @@ enum Callback {
     Internal(Box<dyn FnOnce(cl_int) + Send>),
     /// Sends another rank waits for: kept before the others (`on_done_first`).
     First(Box<dyn FnOnce(cl_int) + Send>),
+    /// One dependency of a `complete_after` arriving (`fails`: its failure counts).
+    /// Not boxed: commands other ranks run join several events each.
+    Join {
+        join: Arc<Join>,
+        fails: bool,
+    },
+}
+
+impl Callback {
+    fn due(&self, status: cl_int) -> bool {
+        match self {
+            Callback::User { stage, .. } => status <= *stage,
+            _ => status <= CL_COMPLETE,
+        }
+    }
+}
+
+/// Most events get one or two callbacks: inline, no allocation.
+type Callbacks = SmallVec<[Callback; 2]>;
+
+/// An event completing after its dependencies (`complete_after_ordered`).
+struct Join {
+    event: Arc<Event>,
+    remaining: AtomicI32,
+    error: AtomicI32,
+}
+
+impl Join {
+    fn arrive(&self, status: cl_int) {
+        if status < 0 {
+            self.error.store(
+                CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
+                Ordering::Release,
+            );
+        }
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.event.complete(self.error.load(Ordering::Acquire));
+        }
+    }
 }
 
 /// The vendor event a command was issued as.
@@ -40,7 +80,7 @@ pub struct VendorEvent {
 
 #[derive(Default)]
 struct State {
-    callbacks: Vec<Callback>,
+    callbacks: Callbacks,
     /// Whether the vendor was asked to call back on completion. Only events somebody
     /// waits on asynchronously (callbacks, dependencies across vendors) need it; the
     /// rest complete when a waiter waits in the vendor or a poll finds them done.
@@ -549,20 +589,16 @@ impl Event {
     }
 
     fn run_callbacks(self: &Arc<Self>, status: cl_int) {
-        let due: Vec<Callback> = {
+        let due: Callbacks = {
             let mut st = self.state.lock();
-            if st.callbacks.is_empty() {
-                return;
-            }
-            let (due, rest) =
+            if st.callbacks.iter().all(|cb| cb.due(status)) {
                 std::mem::take(&mut st.callbacks)
-                    .into_iter()
-                    .partition(|cb| match cb {
-                        Callback::User { stage, .. } => status <= *stage,
-                        Callback::Internal(_) | Callback::First(_) => status <= CL_COMPLETE,
-                    });
-            st.callbacks = rest;
-            due
+            } else {
+                let (due, rest) =
+                    (std::mem::take(&mut st.callbacks).into_iter()).partition(|cb| cb.due(status));
+                st.callbacks = rest;
+                due
+            }
         };
         let handle = Arc::as_ptr(self) as cl_event;
         for cb in due {
@@ -575,6 +611,11 @@ impl Event {
                         std::panic::catch_unwind(|| unsafe { f(handle, arg, data as *mut c_void) });
                 }
                 Callback::Internal(f) | Callback::First(f) => f(status),
+                Callback::Join { join, fails } => join.arrive(if fails {
+                    status
+                } else {
+                    status.max(CL_COMPLETE)
+                }),
             }
         }
     }
@@ -617,26 +658,38 @@ impl Event {
     }
 
     fn on_done_as(self: &Arc<Self>, f: impl FnOnce(cl_int) + Send + 'static, first: bool) {
-        {
-            let mut st = self.state.lock();
-            if !self.is_done() {
-                let f = Box::new(f);
-                match first {
-                    // After the earlier ones of its kind, before all others.
-                    true => {
-                        let at = (st.callbacks.iter())
-                            .take_while(|c| matches!(c, Callback::First(_)))
-                            .count();
-                        st.callbacks.insert(at, Callback::First(f));
-                    }
-                    false => st.callbacks.push(Callback::Internal(f)),
-                }
-                drop(st);
-                self.request_vendor_callback();
-                return;
-            }
+        if self.is_done() {
+            return f(self.status());
         }
-        f(self.status());
+        let f = Box::new(f);
+        let callback = match first {
+            true => Callback::First(f),
+            false => Callback::Internal(f),
+        };
+        if let Err(Callback::Internal(f) | Callback::First(f)) = self.push_callback(callback) {
+            f(self.status());
+        }
+    }
+
+    /// Keeps `callback` for when the event is done, or hands it back if it is.
+    fn push_callback(self: &Arc<Self>, callback: Callback) -> Result<(), Callback> {
+        let mut st = self.state.lock();
+        if self.is_done() {
+            return Err(callback);
+        }
+        match callback {
+            // After the earlier ones of its kind, before all others.
+            Callback::First(_) => {
+                let at = (st.callbacks.iter())
+                    .take_while(|c| matches!(c, Callback::First(_)))
+                    .count();
+                st.callbacks.insert(at, callback);
+            }
+            _ => st.callbacks.push(callback),
+        }
+        drop(st);
+        self.request_vendor_callback();
+        Ok(())
     }
 
     /// Completes this event after all of `deps`; a failed dependency fails it.
@@ -673,42 +726,27 @@ impl Event {
             self.complete(error);
             return;
         }
-        struct Join {
-            event: Arc<Event>,
-            remaining: AtomicI32,
-            error: AtomicI32,
-        }
         let join = Arc::new(Join {
             event: self.clone(),
             remaining: AtomicI32::new(deps.len() as i32 + 1),
             error: AtomicI32::new(error),
         });
-        let arrive = |join: &Arc<Join>, status: cl_int| {
-            if status < 0 {
-                join.error.store(
-                    CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
-                    Ordering::Release,
-                );
-            }
-            if join.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                join.event.complete(join.error.load(Ordering::Acquire));
-            }
-        };
         for (i, dep) in deps.into_iter().enumerate() {
-            let join = join.clone();
             let fails = i < failing;
-            dep.on_done(move |status| {
-                arrive(
-                    &join,
-                    if fails {
-                        status
-                    } else {
-                        status.max(CL_COMPLETE)
-                    },
-                )
-            });
+            let callback = Callback::Join {
+                join: join.clone(),
+                fails,
+            };
+            if let Err(Callback::Join { join, fails }) = dep.push_callback(callback) {
+                let status = dep.status();
+                join.arrive(if fails {
+                    status
+                } else {
+                    status.max(CL_COMPLETE)
+                });
+            }
         }
-        arrive(&join, CL_COMPLETE);
+        join.arrive(CL_COMPLETE);
     }
 
     /// Blocks until the event is done; returns its final status. Spins briefly, then

@@ -70,12 +70,39 @@ pub enum VendorArg {
     Bytes(Vec<u8>),
 }
 
-/// What a vendor kernel's argument is set to now: buffers are not remembered (they are
-/// always set again, see `Kernel::apply_args`), so the kernel never keeps one alive.
-#[derive(Clone, PartialEq, Eq)]
+/// What a vendor kernel's argument is set to now.
+#[derive(Clone)]
 enum SetArg {
     Local(usize),
     Bytes(Vec<u8>),
+    /// A vendor buffer (or NULL) by identity. The weak reference keeps its allocation,
+    /// so no other buffer can have its address while it is remembered, yet never keeps
+    /// the vendor buffer itself alive.
+    Mem(Option<Weak<VMem>>),
+}
+
+impl SetArg {
+    fn of(arg: &VendorArg) -> Option<SetArg> {
+        match arg {
+            VendorArg::Mem(m) => Some(SetArg::Mem(m.as_ref().map(Arc::downgrade))),
+            VendorArg::Sampler(_) => None,
+            VendorArg::Local(size) => Some(SetArg::Local(*size)),
+            VendorArg::Bytes(b) => Some(SetArg::Bytes(b.clone())),
+        }
+    }
+
+    /// Whether the vendor kernel's argument already is `arg`.
+    fn is(&self, arg: &VendorArg) -> bool {
+        match (self, arg) {
+            (SetArg::Local(a), VendorArg::Local(b)) => a == b,
+            (SetArg::Bytes(a), VendorArg::Bytes(b)) => a == b,
+            (SetArg::Mem(None), VendorArg::Mem(None)) => true,
+            (SetArg::Mem(Some(w)), VendorArg::Mem(Some(m))) => {
+                std::ptr::eq(w.as_ptr(), Arc::as_ptr(m))
+            }
+            _ => false,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -436,7 +463,7 @@ impl Kernel {
     /// The vendor's answer to an argument MirrorCL does not interpret itself (a by-value
     /// value, a `__local` size): alone, this rank's vendors'. In a cluster, every rank
     /// returns the describer's (only ranks with an executable could ask a vendor, and
-    /// vendors differ): a collective, made once per argument, size and NULL-ness when
+    /// vendors differ), a collective. Asked once per argument, size and NULL-ness when
     /// `cached` (a by-value or `__local` argument, whose answer does not depend on the
     /// bytes), else every time. Every rank takes the same path: the cache fills in call
     /// order.
@@ -447,30 +474,29 @@ impl Kernel {
         value: *const c_void,
         cached: bool,
     ) -> ClResult<()> {
-        let node = crate::node::node();
-        if !node.is_cluster() {
-            return self.probe(index, size, value);
-        }
         let key = (index, size, value.is_null());
-        let known = cached.then(|| self.answers.lock().get(&key).copied());
-        let rc = match known.flatten() {
-            Some(rc) => rc,
-            None => {
-                let mine = (node.rank == self.describer)
-                    .then(|| self.probe(index, size, value).map(|()| Vec::new()));
-                let rc = node
-                    .exchange(&wire::OwnerAnswer(mine))
-                    .into_iter()
-                    .find_map(|a| a.0)
-                    .map_or(CL_INVALID_PROGRAM_EXECUTABLE, |a| {
-                        a.err().unwrap_or(CL_SUCCESS)
-                    });
-                if cached {
-                    self.answers.lock().insert(key, rc);
-                }
-                rc
-            }
+        if let Some(rc) = cached
+            .then(|| self.answers.lock().get(&key).copied())
+            .flatten()
+        {
+            return crate::check(rc);
+        }
+        let node = crate::node::node();
+        let rc = if !node.is_cluster() {
+            self.probe(index, size, value).err().unwrap_or(CL_SUCCESS)
+        } else {
+            let mine = (node.rank == self.describer)
+                .then(|| self.probe(index, size, value).map(|()| Vec::new()));
+            node.exchange(&wire::OwnerAnswer(mine))
+                .into_iter()
+                .find_map(|a| a.0)
+                .map_or(CL_INVALID_PROGRAM_EXECUTABLE, |a| {
+                    a.err().unwrap_or(CL_SUCCESS)
+                })
         };
+        if cached {
+            self.answers.lock().insert(key, rc);
+        }
         crate::check(rc)
     }
 
@@ -481,8 +507,9 @@ impl Kernel {
         }
     }
 
-    /// Sets `args` on the device's vendor kernel where they differ from what it has.
-    /// Runs on the device's issuer thread.
+    /// Sets `args` on the device's vendor kernel where they differ from what it has
+    /// (a solver launching one kernel per device with the same buffers sets only its
+    /// scalars again). Runs on the device's issuer thread.
     pub fn apply_args(&self, device: &Device, args: &[VendorArg]) -> ClResult<&VKernel> {
         let dk = self
             .devices
@@ -491,17 +518,10 @@ impl Kernel {
         let mut set = dk.set.lock();
         set.resize(args.len(), None);
         for (i, arg) in args.iter().enumerate() {
-            let index = i as cl_uint;
-            let now = match arg {
-                VendorArg::Mem(_) | VendorArg::Sampler(_) => None,
-                VendorArg::Local(size) => Some(SetArg::Local(*size)),
-                VendorArg::Bytes(b) => Some(SetArg::Bytes(b.clone())),
-            };
-            // A vendor buffer may be freed and its address reused by a new one, so
-            // buffers are always set again; values and local sizes only when changed.
-            if now.is_some() && set[i] == now {
+            if set[i].as_ref().is_some_and(|s| s.is(arg)) {
                 continue;
             }
+            let index = i as cl_uint;
             // SAFETY: only this device's issuer sets its kernel's arguments.
             let rc = unsafe {
                 match arg {
@@ -518,7 +538,7 @@ impl Kernel {
                 set[i] = None;
                 return Err(rc);
             }
-            set[i] = now;
+            set[i] = SetArg::of(arg);
         }
         Ok(&dk.vk)
     }

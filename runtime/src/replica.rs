@@ -526,11 +526,19 @@ impl Inside {
         INSIDE.with(|d| d.set(d.get() + 1));
         Inside(())
     }
+
+    /// `enter`, and whether the thread was inside already ([`inside_mirrorcl`]): one
+    /// look at the thread-local on every OpenCL call instead of two.
+    pub fn enter_nested() -> (Inside, bool) {
+        let before = INSIDE.try_with(|d| d.replace(d.get() + 1)).unwrap_or(1);
+        (Inside(()), before > 0)
+    }
 }
 
 impl Drop for Inside {
     fn drop(&mut self) {
-        INSIDE.with(|d| d.set(d.get().saturating_sub(1)));
+        // A call made while the thread's locals are being destroyed entered nothing.
+        let _ = INSIDE.try_with(|d| d.set(d.get().saturating_sub(1)));
     }
 }
 

@@ -24,6 +24,7 @@ mod validity;
 pub use validity::{ValidSet, ValidityMap};
 
 use rustc_hash::FxHashMap as HashMap;
+use smallvec::{smallvec, SmallVec};
 use std::ops::Range;
 
 /// Where a buffer's bytes can live. `Host` is the host copy, replicated on every rank.
@@ -119,6 +120,12 @@ pub struct Step {
 /// host copy is replicated on every rank, but only the device's owner reads it for the
 /// step. Every other access to an instance is performed by every rank holding it.
 type Scope = Option<u32>;
+
+/// A route's hops (`Scheduler::route`): one, or two through the host copy.
+type Hops = SmallVec<[(Location, Location); 2]>;
+
+/// The steps planned for one access: mostly one or two.
+type Steps = SmallVec<[Step; 2]>;
 
 /// Pending accesses to one location's instance of a buffer.
 #[derive(Clone, Debug)]
@@ -608,8 +615,8 @@ impl<T: Clone> Scheduler<T> {
         })
     }
 
-    /// The transfer route that brings a segment valid at `set` to `to`.
-    fn route(&self, set: &ValidSet, to: Location) -> Vec<(Location, Location)> {
+    /// The transfer route that brings a segment valid at `set` to `to`: one or two hops.
+    fn route(&self, set: &ValidSet, to: Location) -> Hops {
         let devices = || {
             set.locations().iter().filter_map(|l| match l {
                 Location::Device(d) => Some(*d),
@@ -619,23 +626,23 @@ impl<T: Clone> Scheduler<T> {
         match to {
             Location::Host => devices()
                 .next()
-                .map(|d| vec![(Location::Device(d), Location::Host)])
+                .map(|d| smallvec![(Location::Device(d), Location::Host)])
                 .unwrap_or_default(),
             Location::Device(t) => {
                 let target = self.desc(t);
                 // A device of the target's vendor context copies to it directly.
                 if let Some(d) = devices().find(|&d| self.same_context(d, t)) {
-                    return vec![(Location::Device(d), to)];
+                    return smallvec![(Location::Device(d), to)];
                 }
                 if set.contains(Location::Host) {
-                    return vec![(Location::Host, to)];
+                    return smallvec![(Location::Host, to)];
                 }
                 if let Some(d) = devices().find(|d| self.desc(*d).owner == target.owner) {
-                    return vec![(Location::Device(d), Location::Host), (Location::Host, to)];
+                    return smallvec![(Location::Device(d), Location::Host), (Location::Host, to)];
                 }
                 devices()
                     .next()
-                    .map(|d| vec![(Location::Device(d), to)])
+                    .map(|d| smallvec![(Location::Device(d), to)])
                     .unwrap_or_default()
             }
         }
@@ -834,7 +841,7 @@ impl<T: Clone> Scheduler<T> {
         let Some(state) = self.buffers.get(&buffer) else {
             return;
         };
-        let mut steps: Vec<Step> = Vec::new();
+        let mut steps = Steps::new();
         for (seg, set) in state.validity.segments_in(range.clone()) {
             if set.is_empty() || set.contains(to) {
                 continue;
@@ -892,7 +899,7 @@ impl<T: Clone> Scheduler<T> {
         pass_through: bool,
         submit_step: &mut impl FnMut(&Step, Vec<T>) -> (StreamId, T),
     ) {
-        let mut steps: Vec<Step> = self
+        let mut steps: Steps = self
             .route(&ValidSet::only(from), to)
             .into_iter()
             .map(|(from, to)| Step {
@@ -914,25 +921,20 @@ impl<T: Clone> Scheduler<T> {
     fn submit_steps(
         &mut self,
         buffer: BufferId,
-        steps: Vec<Step>,
+        steps: Steps,
         submit_step: &mut impl FnMut(&Step, Vec<T>) -> (StreamId, T),
     ) {
-        let scopes: Vec<Scope> = steps
-            .iter()
-            .map(|step| match (step.from, step.to) {
+        let thread = self.thread;
+        let mut deps = Vec::new();
+        for step in steps {
+            let scope: Scope = match (step.from, step.to) {
                 (Location::Host, Location::Device(d)) => Some(self.desc(d).owner),
                 _ => None,
-            })
-            .collect();
-        // Steps go through the instance itself: whole where the device wants it.
-        let wholes: Vec<(bool, bool)> = (steps.iter())
-            .map(|st| (self.whole_instance(st.from), self.whole_instance(st.to)))
-            .collect();
-        let thread = self.thread;
-        let state = self.buffers.get_mut(&buffer).expect("checked above");
-        let mut deps = Vec::new();
-        let planned = steps.into_iter().zip(scopes).zip(wholes);
-        for ((step, scope), (from_whole, to_whole)) in planned {
+            };
+            // Steps go through the instance itself: whole where the device wants it.
+            let (from_whole, to_whole) =
+                (self.whole_instance(step.from), self.whole_instance(step.to));
+            let state = self.buffers.get_mut(&buffer).expect("checked above");
             // Borrowed, not cloned: a source's readers grow with the ranks that read it.
             let range = &step.range;
             if let Some(src) = state.hazards.get(&step.from) {

@@ -1,16 +1,19 @@
 //! Which locations hold the newest bytes of each byte range of a buffer.
 
 use crate::Location;
+use smallvec::{smallvec, SmallVec};
 use std::ops::Range;
 
 /// The set of locations holding the newest bytes of a range (the thesis' "latest device
 /// list"). Empty means the bytes were never defined: any location may serve them as-is.
+/// Inline up to two locations (a device and the host copy): sets are made and cloned on
+/// every command's path.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ValidSet(Vec<Location>);
+pub struct ValidSet(SmallVec<[Location; 2]>);
 
 impl ValidSet {
     pub fn only(loc: Location) -> Self {
-        ValidSet(vec![loc])
+        ValidSet(smallvec![loc])
     }
 
     pub fn contains(&self, loc: Location) -> bool {
