@@ -47,8 +47,10 @@ pub struct RuntimeSettings {
     /// (`MIRRORCL_SPIN_US`).
     pub spin_us: u64,
     /// The largest piece a transfer between ranks moves in, in MiB (`MIRRORCL_PIECE_MIB`,
-    /// 1-1024): smaller pieces overlap reading, sending and writing more finely, larger
-    /// ones pay fewer hand-offs. Rank 0's value holds for the whole cluster.
+    /// 1-1024; default 4): smaller pieces overlap reading, sending and writing more
+    /// finely, larger ones pay fewer hand-offs; above 4 MiB they stage through pageable
+    /// memory, which NVIDIA copies through a bounce buffer of its own. Rank 0's value
+    /// holds for the whole cluster.
     pub piece_mib: u64,
     /// The deadline of every blocking wait, in seconds; 0 = none
     /// (`MIRRORCL_WAIT_TIMEOUT`).
@@ -154,7 +156,7 @@ impl Default for RuntimeSettings {
     fn default() -> Self {
         RuntimeSettings {
             spin_us: 150,
-            piece_mib: 16,
+            piece_mib: (crate::remote::PIECE_DEFAULT >> 20) as u64,
             wait_timeout_s: 600,
             ahead: 1024,
             context_per_device: false,

@@ -147,6 +147,7 @@ impl Queue {
             return;
         }
         let mut until = None;
+        let mut paced = PaceTimer(None);
         loop {
             self.forget_completed(usize::MAX, limit + 1);
             let oldest = {
@@ -162,6 +163,9 @@ impl Queue {
                 return;
             }
             let now = std::time::Instant::now();
+            if paced.0.is_none() && crate::stats::on() {
+                paced.0 = Some(now);
+            }
             let until = *until.get_or_insert(now + AHEAD_WAIT);
             if now >= until {
                 (self.stalled).store(oldest.seq, std::sync::atomic::Ordering::Relaxed);
@@ -205,5 +209,18 @@ impl Queue {
         }
         self.waited_through(through);
         Ok(())
+    }
+}
+
+/// Counts the time an enqueue waited in `Queue::keep_pace` (`MIRRORCL_STATS`), however
+/// the wait ends.
+struct PaceTimer(Option<std::time::Instant>);
+
+impl Drop for PaceTimer {
+    fn drop(&mut self) {
+        if let Some(start) = self.0 {
+            let waited = start.elapsed().as_nanos() as u64;
+            crate::stats::add(&crate::stats::COUNTERS.pace_ns, waited);
+        }
     }
 }

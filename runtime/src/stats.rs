@@ -62,6 +62,7 @@ counters! {
     bytes_received: "bytes received from other ranks",
     scheduling_ns: "time spent scheduling (ns)",
     waiting_ns: "time application threads spent waiting for commands (ns)",
+    pace_ns: "time enqueues waited for a queue's oldest commands (MIRRORCL_AHEAD) (ns)",
 }
 
 pub static COUNTERS: Counters = Counters::new();

@@ -164,11 +164,11 @@ impl Figures {
 }
 
 /// The largest piece of a transfer between ranks (the runtime's default
-/// `MIRRORCL_PIECE_MIB`, 16).
-pub const PIECE_MAX: u64 = 16 << 20;
+/// `MIRRORCL_PIECE_MIB`, 4).
+pub const PIECE_MAX: u64 = 4 << 20;
 
 /// How many messages a transfer of `len` bytes between two ranks is made of
-/// (`remote::pieces`: about sixteen pieces of 1 to 16 MiB, at least one).
+/// (`remote::pieces`: about sixteen pieces of 1 to 4 MiB, at least one).
 pub fn pieces(len: u64) -> u64 {
     let piece = (len / 16).next_power_of_two().clamp(1 << 20, PIECE_MAX);
     len.div_ceil(piece).max(1)
@@ -508,7 +508,7 @@ mod tests {
         assert_eq!(pieces(1 << 20), 1);
         assert_eq!(pieces((1 << 20) + 1), 2);
         assert_eq!(pieces(64 << 20), 16);
-        assert_eq!(pieces(1 << 30), 64);
+        assert_eq!(pieces(1 << 30), 256);
     }
 
     /// One steady-state iteration of the microbenchmark at `n` ranks, per rank.
