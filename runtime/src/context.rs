@@ -151,6 +151,12 @@ impl Context {
                 return Err(rc);
             }
         };
+        if devices.iter().any(|d| !d.local()) {
+            // Small transfers between ranks stage through these from the first one on.
+            for (_, pinned) in vendor_contexts.iter().flat_map(|v| &v.pinned) {
+                pinned.prepare_small();
+            }
+        }
         let mut scheduler = Scheduler::new();
         let record_id = crate::record::next_context();
         for d in &devices {
