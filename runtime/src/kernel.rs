@@ -17,13 +17,17 @@ use std::ffi::{c_void, CStr, CString};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
+/// A by-value argument's bytes: shared, not copied, by the kernel, its launches and
+/// the vendor kernels' record of what they were set to.
+pub type ArgBytes = Arc<[u8]>;
+
 /// An argument as the application set it, as a launch takes it.
 #[derive(Clone)]
 pub enum ArgValue {
     Mem(Option<Arc<Buffer>>),
     Sampler(Arc<Sampler>),
     Local(usize),
-    Bytes(Vec<u8>),
+    Bytes(ArgBytes),
 }
 
 /// An argument as a kernel keeps it: a buffer argument does not keep its buffer alive
@@ -34,7 +38,7 @@ enum KeptArg {
     Mem(Option<Weak<Buffer>>),
     Sampler(Arc<Sampler>),
     Local(usize),
-    Bytes(Vec<u8>),
+    Bytes(ArgBytes),
 }
 
 impl KeptArg {
@@ -67,14 +71,14 @@ pub enum VendorArg {
     /// The vendor sampler of the device's vendor context.
     Sampler(Arc<VSampler>),
     Local(usize),
-    Bytes(Vec<u8>),
+    Bytes(ArgBytes),
 }
 
 /// What a vendor kernel's argument is set to now.
 #[derive(Clone)]
 enum SetArg {
     Local(usize),
-    Bytes(Vec<u8>),
+    Bytes(ArgBytes),
     /// A vendor buffer (or NULL) by identity. The weak reference keeps its allocation,
     /// so no other buffer can have its address while it is remembered, yet never keeps
     /// the vendor buffer itself alive.

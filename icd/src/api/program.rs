@@ -572,7 +572,7 @@ fn set_kernel_arg(
             k.vendor_check(arg_index, arg_size, arg_value, true)?;
             // SAFETY: `arg_size` readable bytes, accepted by the vendor.
             ArgValue::Bytes(
-                unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }.to_vec(),
+                unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }.into(),
             )
         }
         None => {
@@ -597,7 +597,7 @@ fn set_kernel_arg(
                     // SAFETY: as above.
                     ArgValue::Bytes(
                         unsafe { std::slice::from_raw_parts(arg_value as *const u8, arg_size) }
-                            .to_vec(),
+                            .into(),
                     )
                 }
             }
@@ -612,7 +612,7 @@ fn set_kernel_arg(
                 .flat_map(|v| v.to_le_bytes())
                 .collect(),
             ArgValue::Local(n) => n.to_le_bytes().to_vec(),
-            ArgValue::Bytes(b) => b.clone(),
+            ArgValue::Bytes(b) => b.to_vec(),
         };
         let call: &[&[u8]] = &[k.name.as_bytes(), &arg_index.to_le_bytes(), &what];
         match value {

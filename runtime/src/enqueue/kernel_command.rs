@@ -26,25 +26,20 @@ pub fn ndrange(
     wait_list: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
     let mut accesses = Vec::new();
-    let mut vendor_args = Vec::with_capacity(args.len());
+    // Only this rank's devices run it: elsewhere the accesses alone matter.
+    let runs_here = queue.device.local();
+    let mut vendor_args = Vec::with_capacity(if runs_here { args.len() } else { 0 });
     let mut instance_failure = None;
     for (i, arg) in args.iter().enumerate() {
+        if !runs_here {
+            if let ArgValue::Mem(Some(b)) = arg {
+                accesses.push((b.clone(), 0..b.size, buffer_mode(kernel, b, i)));
+            }
+            continue;
+        }
         vendor_args.push(match arg {
             ArgValue::Mem(Some(b)) => {
-                let read_only = b.flags & CL_MEM_READ_ONLY != 0
-                    || kernel
-                        .arg_info
-                        .as_ref()
-                        .is_some_and(|info| info[i].read_only);
-                accesses.push((
-                    b.clone(),
-                    0..b.size,
-                    if read_only {
-                        Mode::Read
-                    } else {
-                        Mode::ReadWrite
-                    },
-                ));
+                accesses.push((b.clone(), 0..b.size, buffer_mode(kernel, b, i)));
                 match device_instance(queue, b) {
                     Ok(m) => VendorArg::Mem(Some(m)),
                     Err(rc) => {
@@ -96,4 +91,16 @@ pub fn ndrange(
             )
         })),
     )
+}
+
+/// How a kernel uses buffer argument `i`, `b`: read only where the buffer or the
+/// argument says so.
+fn buffer_mode(kernel: &Kernel, b: &crate::memory::Buffer, i: usize) -> Mode {
+    let read_only = b.flags & CL_MEM_READ_ONLY != 0
+        || (kernel.arg_info.as_ref()).is_some_and(|info| info[i].read_only);
+    if read_only {
+        Mode::Read
+    } else {
+        Mode::ReadWrite
+    }
 }
