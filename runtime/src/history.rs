@@ -1,5 +1,5 @@
 //! What this rank has planned so far, so that replicas that diverge are caught before
-//! they exchange the wrong bytes, always on and at no measurable cost.
+//! they exchange the wrong bytes, always on in a cluster (one process alone keeps none).
 //!
 //! Every buffer creation and every command this rank submits (left out or not) folds
 //! what decides the messages ranks exchange (sizes, buffers, ranges, modes, devices)

@@ -212,7 +212,9 @@ impl Buffer {
         let id = crate::host_threads::next_id();
         (context.scheduler.lock()).create_buffer_as(id, size as u64, initial);
         crate::record::buffer(context.record_id, id, size as u64, initial);
-        crate::history::note_buffer(id, size as u64);
+        if crate::node::is_cluster_now() {
+            crate::history::note_buffer(id, size as u64);
+        }
         Ok(Arc::new(Buffer {
             header: Header::new(),
             context,
