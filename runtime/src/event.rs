@@ -57,7 +57,14 @@ struct Join {
 }
 
 impl Join {
-    fn arrive(&self, status: cl_int) {
+    /// One dependency done with `status`; only one whose failure counts (`fails`)
+    /// fails the event.
+    fn arrive(&self, status: cl_int, fails: bool) {
+        let status = if fails {
+            status
+        } else {
+            status.max(CL_COMPLETE)
+        };
         if status < 0 {
             self.error.store(
                 CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
@@ -611,11 +618,7 @@ impl Event {
                         std::panic::catch_unwind(|| unsafe { f(handle, arg, data as *mut c_void) });
                 }
                 Callback::Internal(f) | Callback::First(f) => f(status),
-                Callback::Join { join, fails } => join.arrive(if fails {
-                    status
-                } else {
-                    status.max(CL_COMPLETE)
-                }),
+                Callback::Join { join, fails } => join.arrive(status, fails),
             }
         }
     }
@@ -738,15 +741,10 @@ impl Event {
                 fails,
             };
             if let Err(Callback::Join { join, fails }) = dep.push_callback(callback) {
-                let status = dep.status();
-                join.arrive(if fails {
-                    status
-                } else {
-                    status.max(CL_COMPLETE)
-                });
+                join.arrive(dep.status(), fails);
             }
         }
-        join.arrive(CL_COMPLETE);
+        join.arrive(CL_COMPLETE, false);
     }
 
     /// Blocks until the event is done; returns its final status. Spins briefly, then

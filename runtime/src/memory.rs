@@ -212,7 +212,7 @@ impl Buffer {
         let id = crate::host_threads::next_id();
         (context.scheduler.lock()).create_buffer_as(id, size as u64, initial);
         crate::record::buffer(context.record_id, id, size as u64, initial);
-        if crate::node::is_cluster_now() {
+        if crate::history::kept() {
             crate::history::note_buffer(id, size as u64);
         }
         Ok(Arc::new(Buffer {

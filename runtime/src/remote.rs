@@ -28,7 +28,7 @@ use std::sync::Arc;
 /// By default the largest piece that stages through page-locked blocks (the largest
 /// of `LARGE_CLASSES`): on two H200 ranks a 1 GiB copy moved at 8.7-9.1 GB/s in 4 MiB
 /// pieces against 5.4-6.4 in pageable 16 MiB ones (raw MPI 5.8-6.5).
-pub const PIECE_DEFAULT: usize = 4 << 20;
+pub const PIECE_DEFAULT: usize = LARGE_MIN << (LARGE_CLASSES - 1);
 static PIECE_MAX: AtomicUsize = AtomicUsize::new(PIECE_DEFAULT);
 
 pub fn set_piece_max(bytes: usize) {

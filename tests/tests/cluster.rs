@@ -129,9 +129,9 @@ fn caller_issues_in_a_cluster() {
 /// but PoCL; `MIRRORCL_CALLER_ISSUES=waited`, as for GPUs): jobs held until the vendor
 /// can wait on what they wait for, and a read that feeds another rank put right behind
 /// the command that wrote its bytes, ahead of jobs held on that queue (`issuer.rs`:
-/// `Held::hold`). `events`
-/// and `buffers` chain commands across both ranks' devices: two reads feeding the other
-/// rank, put behind one writer, keep their order there (the later one first hung both).
+/// `Held::hold`). `events` and `buffers` chain commands across both ranks' devices: two
+/// reads feeding the other rank, put behind one writer, keep their order there (the
+/// later one first hung both).
 #[test]
 fn issued_as_for_gpus() {
     let env = [
@@ -154,8 +154,8 @@ fn issued_as_for_gpus() {
 /// A program far ahead of its ranks' transfers: IV.7.2 for 1,500 iterations without a
 /// bound on the commands in flight (thousands of receives planned, posted 64 at a time
 /// and tested a window at a time by the progress thread, `comm/mpi.rs`: `post_waiting`,
-/// `turn_window`), and with the default
-/// bound (`Queue::keep_pace`). Every rank checks the copies against its own reference.
+/// `turn_window`), and with the default bound (`Queue::keep_pace`). Every rank checks
+/// the copies against its own reference.
 #[test]
 fn far_ahead_of_the_transfers() {
     for ahead in ["0", "64"] {

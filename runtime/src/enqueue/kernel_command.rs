@@ -31,23 +31,20 @@ pub fn ndrange(
     let mut vendor_args = Vec::with_capacity(if runs_here { args.len() } else { 0 });
     let mut instance_failure = None;
     for (i, arg) in args.iter().enumerate() {
+        if let ArgValue::Mem(Some(b)) = arg {
+            accesses.push((b.clone(), 0..b.size, buffer_mode(kernel, b, i)));
+        }
         if !runs_here {
-            if let ArgValue::Mem(Some(b)) = arg {
-                accesses.push((b.clone(), 0..b.size, buffer_mode(kernel, b, i)));
-            }
             continue;
         }
         vendor_args.push(match arg {
-            ArgValue::Mem(Some(b)) => {
-                accesses.push((b.clone(), 0..b.size, buffer_mode(kernel, b, i)));
-                match device_instance(queue, b) {
-                    Ok(m) => VendorArg::Mem(Some(m)),
-                    Err(rc) => {
-                        instance_failure.get_or_insert(rc);
-                        VendorArg::Mem(None)
-                    }
+            ArgValue::Mem(Some(b)) => match device_instance(queue, b) {
+                Ok(m) => VendorArg::Mem(Some(m)),
+                Err(rc) => {
+                    instance_failure.get_or_insert(rc);
+                    VendorArg::Mem(None)
                 }
-            }
+            },
             ArgValue::Mem(None) => VendorArg::Mem(None),
             ArgValue::Sampler(s) if queue.device.local() => match s.instance(&queue.device) {
                 Ok(v) => VendorArg::Sampler(v),

@@ -65,9 +65,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     queue.keep_pace();
     add(&COUNTERS.commands_created, 1);
     let index = COMMAND_INDEX.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-    // Only ranks compare histories: one process alone keeps none (about 350
-    // instructions a command).
-    if crate::node::is_cluster_now() {
+    if crate::history::kept() {
         crate::history::note_command(
             command_name(cmd.command_type),
             cmd.command_type,
