@@ -157,7 +157,7 @@ impl Context {
                 pinned.prepare_small();
             }
         }
-        let mut scheduler = Scheduler::new();
+        let mut scheduler = Scheduler::with_done(|e: &Arc<Event>| e.is_done());
         let record_id = crate::record::next_context();
         for d in &devices {
             crate::record::device(record_id, d.index, d.scheduled());

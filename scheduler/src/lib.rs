@@ -143,10 +143,22 @@ struct Hazards<T> {
     /// and a segment made anew (a write over part of a buffer, as a solver's ghost rows
     /// every iteration) allocates no table.
     index: HashMap<(StreamId, Scope), usize>,
+    /// How many readers gather before the completed ones are forgotten
+    /// ([`PRUNE_READS_AT`], then twice as many as remained).
+    prune_at: usize,
 }
 
 /// How many readers an instance's hazards keep before they index them.
 const LINEAR_READS: usize = 8;
+
+/// How many readers an instance's hazards keep before they forget the completed ones
+/// (`Scheduler::with_done`). Only a write forgets readers otherwise, and where nothing
+/// this rank schedules writes an instance again, one reader per transfer out of it
+/// gathered for as long as the program ran: a kernel another rank runs is left out here
+/// (`left_out`), so the all-to-all's and the attached stencil's sources, read by a step
+/// on a fresh stream every iteration, collected a reader (and kept its event) per
+/// iteration on every rank but their owner, and a write's dependencies grew with them.
+const PRUNE_READS_AT: usize = 32;
 
 impl<T> Default for Hazards<T> {
     fn default() -> Self {
@@ -154,6 +166,7 @@ impl<T> Default for Hazards<T> {
             last_write: None,
             reads: Vec::new(),
             index: HashMap::default(),
+            prune_at: PRUNE_READS_AT,
         }
     }
 }
@@ -185,12 +198,23 @@ impl<T: Clone> Hazards<T> {
         }
     }
 
-    fn record(&mut self, mode: Mode, stream: StreamId, scope: Scope, token: &T) {
+    fn record(
+        &mut self,
+        mode: Mode,
+        stream: StreamId,
+        scope: Scope,
+        token: &T,
+        done: &impl Fn(&T) -> bool,
+    ) {
         if mode.writes() {
             self.last_write = Some((stream, token.clone()));
             self.reads.clear();
             self.index.clear();
+            self.prune_at = PRUNE_READS_AT;
             return;
+        }
+        if self.reads.len() >= self.prune_at {
+            self.forget_done_reads(done);
         }
         let key = (stream, scope);
         let found = if self.reads.len() > LINEAR_READS {
@@ -210,6 +234,18 @@ impl<T: Clone> Hazards<T> {
             self.index.insert(key, self.reads.len());
         }
         self.reads.push((stream, scope, token.clone()));
+    }
+
+    /// Forgets the readers whose tokens are done: a later write waits for nothing there.
+    fn forget_done_reads(&mut self, done: &impl Fn(&T) -> bool) {
+        self.reads.retain(|(_, _, t)| !done(t));
+        self.index.clear();
+        if self.reads.len() > LINEAR_READS {
+            let indexed = (self.reads.iter().enumerate()).map(|(i, (s, sc, _))| ((*s, *sc), i));
+            self.index.extend(indexed);
+        }
+        // Amortized: each reader is looked at a bounded number of times.
+        self.prune_at = PRUNE_READS_AT.max(2 * self.reads.len());
     }
 }
 
@@ -281,11 +317,12 @@ impl<T: Clone> RangeHazards<T> {
         stream: StreamId,
         scope: Scope,
         token: &T,
+        done: &impl Fn(&T) -> bool,
     ) {
         let i = self.first_after(range.start);
         // The common case: a segment that is exactly the range.
         if self.ranges.get(i) == Some(range) {
-            return self.hazards[i].record(mode, stream, scope, token);
+            return self.hazards[i].record(mode, stream, scope, token, done);
         }
         self.split_at(range.start);
         self.split_at(range.end);
@@ -293,7 +330,7 @@ impl<T: Clone> RangeHazards<T> {
         let j = self.ranges.partition_point(|r| r.start < range.end);
         if mode.writes() {
             let mut h = Hazards::default();
-            h.record(mode, stream, scope, token);
+            h.record(mode, stream, scope, token, done);
             self.ranges.splice(i..j, [range.clone()]);
             self.hazards.splice(i..j, [h]);
             return;
@@ -314,7 +351,7 @@ impl<T: Clone> RangeHazards<T> {
             k += 1;
         }
         for h in &mut self.hazards[i..k] {
-            h.record(mode, stream, scope, token);
+            h.record(mode, stream, scope, token, done);
         }
     }
 }
@@ -479,6 +516,8 @@ pub struct Scheduler<T> {
     /// Of the last scheduled command: the accesses read in place on another device
     /// (`read_elsewhere`).
     elsewhere: Vec<(usize, u32)>,
+    /// Whether a token's work is done (`with_done`): done readers are forgotten.
+    done: fn(&T) -> bool,
     pub stats: SchedulerStats,
 }
 
@@ -498,7 +537,17 @@ impl<T: Clone> Scheduler<T> {
             scratch: Vec::new(),
             thread: 0,
             elsewhere: Vec::new(),
+            done: |_| false,
             stats: SchedulerStats::default(),
+        }
+    }
+
+    /// A scheduler that forgets the readers of an instance whose tokens `done` finds
+    /// done, once many have gathered ([`PRUNE_READS_AT`]).
+    pub fn with_done(done: fn(&T) -> bool) -> Self {
+        Scheduler {
+            done,
+            ..Self::new()
         }
     }
 
@@ -729,6 +778,8 @@ impl<T: Clone> Scheduler<T> {
         let own = (self.next_access, self.thread, false, token.clone());
         let own_aliased = (self.next_access, self.thread, true, token.clone());
         self.next_access += 1;
+        let done = self.done;
+        let done = |t: &Tok<T>| done(&t.3);
         for (i, access) in accesses.iter().enumerate() {
             if access.range.is_empty() {
                 continue;
@@ -751,6 +802,7 @@ impl<T: Clone> Scheduler<T> {
                 } else {
                     &own
                 },
+                &done,
             );
         }
         // Written bytes of attached buffers go back to their device after the command.
@@ -925,6 +977,8 @@ impl<T: Clone> Scheduler<T> {
         submit_step: &mut impl FnMut(&Step, Vec<T>) -> (StreamId, T),
     ) {
         let thread = self.thread;
+        let done = self.done;
+        let done = |t: &Tok<T>| done(&t.3);
         let mut deps = Vec::new();
         for step in steps {
             let scope: Scope = match (step.from, step.to) {
@@ -966,10 +1020,10 @@ impl<T: Clone> Scheduler<T> {
             self.stats.step_bytes += range.end - range.start;
             let src = state.hazards.entry(step.from).or_default();
             let as_read = (n, self.thread, from_whole, token.clone());
-            src.record(range, Mode::Read, stream, scope, &as_read);
+            src.record(range, Mode::Read, stream, scope, &as_read, &done);
             let dst = state.hazards.entry(step.to).or_default();
             let as_write = (n, self.thread, to_whole, token);
-            dst.record(range, Mode::Write, stream, None, &as_write);
+            dst.record(range, Mode::Write, stream, None, &as_write, &done);
             if state.attached.is_none() && !step.pass_through {
                 state.validity.add(step.range.clone(), step.to);
             }
@@ -1016,13 +1070,13 @@ mod tests {
     fn a_writer_waits_for_the_newest_reader_of_each_stream() {
         for streams in [3u64, LINEAR_READS as u64, 3 * LINEAR_READS as u64] {
             let mut h = Hazards::<u32>::default();
-            h.record(Mode::Write, 1_000, None, &1);
+            h.record(Mode::Write, 1_000, None, &1, &|_| false);
             for round in 0..3u32 {
                 for s in 0..streams {
                     let token = 10_000 * round + s as u32;
-                    h.record(Mode::Read, s, None, &token);
+                    h.record(Mode::Read, s, None, &token, &|_| false);
                     // The same stream on one rank alone is another reader.
-                    h.record(Mode::Read, s, Some(7), &(token + 5_000));
+                    h.record(Mode::Read, s, Some(7), &(token + 5_000), &|_| false);
                 }
             }
             let mut deps = Vec::new();
@@ -1035,11 +1089,43 @@ mod tests {
             want.sort_unstable();
             assert_eq!(deps, want, "{streams} streams");
             // A write forgets them all.
-            h.record(Mode::Write, 3_000, None, &2);
+            h.record(Mode::Write, 3_000, None, &2, &|_| false);
             let mut deps = Vec::new();
             h.deps_for(Mode::Write, 4_000, &mut deps);
             assert_eq!(deps, vec![2]);
         }
+    }
+
+    /// Readers of an instance nothing here writes again (another rank's kernel left out
+    /// here, or bytes only ever read) are forgotten once done, so they do not gather one
+    /// per transfer for as long as the program runs; those not done are kept.
+    #[test]
+    fn done_readers_of_an_instance_never_written_are_forgotten() {
+        // Odd tokens stand for work not done yet.
+        let done = |t: &u32| t.is_multiple_of(2);
+        let mut h = Hazards::<u32>::default();
+        for s in 0..10_000u32 {
+            // Every step on a fresh stream, as transfer steps are.
+            h.record(Mode::Read, s as u64, None, &s, &done);
+            // At most twice the readers not done (amortized pruning).
+            assert!(h.reads.len() <= PRUNE_READS_AT.max(2 * (s as usize / 2 + 1)) + 1);
+        }
+        let pending = h.reads.iter().filter(|(_, _, t)| !done(t)).count();
+        assert_eq!(pending, 5_000, "every reader not done is kept");
+        assert!(h.reads.len() <= 2 * pending + 1);
+        let mut deps = Vec::new();
+        h.deps_for(Mode::Write, u64::MAX, &mut deps);
+        assert!((1..10_000).step_by(2).all(|t| deps.contains(&t)));
+        // Re-reading through the index still finds the reader of a stream.
+        h.record(Mode::Read, 9_999, None, &20_001, &done);
+        assert_eq!(h.reads.iter().filter(|(s, _, _)| *s == 9_999).count(), 1);
+
+        // All done: the readers stay few.
+        let mut h = Hazards::<u32>::default();
+        for s in 0..10_000u32 {
+            h.record(Mode::Read, s as u64, None, &(2 * s), &done);
+        }
+        assert!(h.reads.len() <= PRUNE_READS_AT + 1, "{}", h.reads.len());
     }
 
     #[test]
