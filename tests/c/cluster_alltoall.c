@@ -11,10 +11,12 @@
  *
  * Environment: CLUSTER_ITERS (default 20). Prints the time of the iterations.
  */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "check.h"
 
 #include "../../include/CL/cl_ext_mirrorcl.h"
 
+#include <sys/resource.h>
 #include <time.h>
 
 static const char *kSrc =
@@ -65,6 +67,8 @@ int main(void)
     struct timespec t0, t1, enq, c0, c1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    struct rusage r0, r1;
+    getrusage(RUSAGE_THREAD, &r0);
     for (cl_uint it = 0; it < iters; it++) {
         for (cl_uint d = 0; d < n; d++) {
             /* The kernel rewrites src[d]: after every copy of the last iteration read it. */
@@ -90,6 +94,7 @@ int main(void)
     /* Whether the enqueuing thread sets the pace: its time and CPU time for the loop. */
     clock_gettime(CLOCK_MONOTONIC, &enq);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    getrusage(RUSAGE_THREAD, &r1);
     for (cl_uint d = 0; d < n; d++)
         MUST(clFinish(qs[d]));
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -98,9 +103,18 @@ int main(void)
            attach ? "used" : "not available");
     double enq_s = (double)(enq.tv_sec - t0.tv_sec) + (double)(enq.tv_nsec - t0.tv_nsec) * 1e-9;
     double cpu_s = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
-    if (iters > 0)
+    if (iters > 0) {
         printf("  enqueueing: %.1f us per iteration, %.1f of them on this thread's CPU\n",
                enq_s * 1e6 / iters, cpu_s * 1e6 / iters);
+        /* In the kernel (system calls, page faults), and how often the thread gave up
+         * its core (waits) or lost it. */
+        double sys_us = (double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
+                        (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
+        printf("  enqueueing thread: %.1f us of system time per iteration, %.2f voluntary and "
+               "%.2f involuntary context switches per iteration\n",
+               sys_us / iters, (double)(r1.ru_nvcsw - r0.ru_nvcsw) / iters,
+               (double)(r1.ru_nivcsw - r0.ru_nivcsw) / iters);
+    }
 
     uint32_t *got = malloc(16 * (size_t)n), *ref = malloc(16 * (size_t)n);
     for (cl_uint i = 0; i < n; i++)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Several builds of the library side by side: every target/gpu/libs/NAME.so runs the
 # IV.7.2 microbenchmark (µs per iteration, with rank 0's enqueue loop and its CPU time
-# in brackets) and the stencil (µs per step, plain / attached), interleaved with the
+# in brackets, with its system time and voluntary context switches per iteration) and the stencil (µs per step, plain / attached), interleaved with the
 # hand-written twins in each round, so the builds are compared on one host in one run.
 # A run that did not print PASS shows "FAILED:" before its time.
 # RANKS ("2 4"; a 2-rank run sees GPUs 0 and 1), ROUNDS (3), ITERS (1000), APP_SIZE
@@ -13,7 +13,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 iters="${ITERS:-1000}"
 st=(-x APP_SIZE="${APP_SIZE:-1024}" -x APP_STEPS="${APP_STEPS:-200}")
 us() { grep -o "copies: [0-9.]* s" | awk -v n="$iters" '{printf "%.1f", $2 * 1e6 / n}'; }
-enq() { grep -o "enqueueing: [0-9.]* us per iteration, [0-9.]*" | awk '{printf " [%s, cpu %s]", $2, $6}'; }
+enq() {
+  awk '/enqueueing: / { e = $2; c = $6 }
+       /enqueueing thread: / { s = $3; v = $10 }
+       END { if (e != "") printf " [%s, cpu %s, sys %s, waits %s]", e, c, s, v }'
+}
 step() { grep -o "step_us=[0-9.]*" | head -1 | cut -d= -f2; }
 # A run whose program did not report PASS, or reported FAIL, is marked, not only timed.
 checked() {

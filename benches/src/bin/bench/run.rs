@@ -179,6 +179,18 @@ impl Runner {
         program: &str,
         env: &[(String, String)],
     ) -> Result<Output, String> {
+        self.native_within(devices, program, env, self.timeout)
+    }
+
+    /// [`Runner::native`] with its own deadline (capped by the run's): a comparison the
+    /// vendor may take many minutes over (NVIDIA's one process with several GPUs).
+    pub fn native_within(
+        &self,
+        devices: usize,
+        program: &str,
+        env: &[(String, String)],
+        deadline: Duration,
+    ) -> Result<Output, String> {
         let mut cmd = Command::new(self.program(program)?);
         cmd.env(
             "OCL_ICD_VENDORS",
@@ -191,7 +203,8 @@ impl Runner {
         for (k, v) in self.vendor.native_devices(devices).iter().chain(env.iter()) {
             cmd.env(k, v);
         }
-        self.finish(cmd, &format!("{program}-native-{devices}"))
+        let label = format!("{program}-native-{devices}");
+        self.finish(cmd, &label, deadline.min(self.timeout))
     }
 
     /// `ranks` processes of `program`, each with one device: the way's own variables,
@@ -221,11 +234,11 @@ impl Runner {
                 .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
         }
         cmd.env_remove("LD_PRELOAD");
-        self.finish(cmd, &format!("{program}-{label}"))
+        self.finish(cmd, &format!("{program}-{label}"), self.timeout)
     }
 
     /// Runs `cmd` to its end or its deadline; its output is kept in the logs.
-    fn finish(&self, mut cmd: Command, label: &str) -> Result<Output, String> {
+    fn finish(&self, mut cmd: Command, label: &str, timeout: Duration) -> Result<Output, String> {
         let n = self.counter.get() + 1;
         self.counter.set(n);
         let log = self.logs.join(format!("{n:03}-{label}.log"));
@@ -254,7 +267,7 @@ impl Runner {
             if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
                 break Some(status);
             }
-            if start.elapsed() > self.timeout {
+            if start.elapsed() > timeout {
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
@@ -276,7 +289,7 @@ impl Runner {
             )),
             None => Err(format!(
                 "{label} did not finish within {} s; log {}",
-                self.timeout.as_secs(),
+                timeout.as_secs(),
                 log.display()
             )),
         }
