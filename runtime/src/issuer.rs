@@ -374,6 +374,11 @@ const POLL_URGENT_AT_ONCE: usize = 32;
 /// waits for.
 const POLL_REST_EVERY: Duration = Duration::from_micros(50);
 
+/// How long the events no other rank waits for may go unpolled while an urgent one is
+/// pending (`poll_watched_up_to`): a bound, since an urgent read may wait in the vendor,
+/// through a bridge, for one of them.
+const URGENT_FIRST_FOR: Duration = Duration::from_micros(200);
+
 thread_local! {
     /// When this issuer last polled the events no other rank waits for.
     static LAST_REST_POLL: std::cell::Cell<Option<std::time::Instant>> =
@@ -385,7 +390,15 @@ thread_local! {
 /// brought (the bookkeeping of other ranks' commands behind it) held the kernel after
 /// it in IV.7.2 for 10 µs; the rest wait until the issuer has nothing ready, unless
 /// it is busy that long.
-fn poll_between_jobs() -> bool {
+///
+/// Not the others when the next job is one another rank waits for (a read whose bytes
+/// are sent): a kernel's completion found so ran the bookkeeping of the other ranks'
+/// commands behind it first, and IV.7.2's read at 4 ranks went 20 µs after the kernel
+/// on four H200 (every rank waits for it).
+fn poll_between_jobs(next: Option<&JobInfo>) -> bool {
+    if next.is_some_and(|j| j.event.is_urgent()) {
+        return poll_watched_up_to(0);
+    }
     let now = std::time::Instant::now();
     let due = LAST_REST_POLL.with(|last| last.get().is_none_or(|t| now - t >= POLL_REST_EVERY));
     poll_watched_up_to(if due { POLL_AT_ONCE } else { 0 })
@@ -398,10 +411,12 @@ fn poll_between_jobs() -> bool {
 /// callbacks may watch further events: the lists are not borrowed meanwhile. An event
 /// that got an application callback since is left to the vendor's callback thread
 /// (application callbacks never run on an issuer).
+///
+/// While an urgent event stays pending the others wait, up to `URGENT_FIRST_FOR` since
+/// they were last polled: their completions run the bookkeeping of other ranks'
+/// commands, and in IV.7.2 at 4 ranks on four H200 a kernel's cascade of them (some
+/// 20 µs) came before its read, which every other rank waits for, was seen done.
 fn poll_watched_up_to(at_most: usize) -> bool {
-    if at_most > 0 {
-        LAST_REST_POLL.with(|last| last.set(Some(std::time::Instant::now())));
-    }
     let taken = WATCHED.with(|w| w.borrow_mut().as_mut().map(std::mem::take));
     let Some(Watching {
         mut urgent,
@@ -415,6 +430,16 @@ fn poll_watched_up_to(at_most: usize) -> bool {
     }
     let before = urgent.len() + rest.len();
     poll_front(&mut urgent, POLL_URGENT_AT_ONCE);
+    let mut at_most = at_most;
+    if at_most > 0 {
+        let now = std::time::Instant::now();
+        let recent = LAST_REST_POLL.with(|l| l.get().is_some_and(|t| now - t < URGENT_FIRST_FOR));
+        if !urgent.is_empty() && recent {
+            at_most = 0;
+        } else {
+            LAST_REST_POLL.with(|last| last.set(Some(now)));
+        }
+    }
     poll_front(&mut rest, at_most);
     let progressed = urgent.len() + rest.len() < before;
     WATCHED.with(|w| {
@@ -511,7 +536,8 @@ fn run(
             held.release_all(&mut state, shared);
         }
         let share = sharing(&batch);
-        for ((job, handed), share) in batch.drain(..).zip(share) {
+        let mut jobs = batch.drain(..).zip(share).peekable();
+        while let Some(((job, handed), share)) = jobs.next() {
             if held.holds_queue(&job.info)
                 || (hold && !job.info.ready())
                 || held.blocks_too_soon(&job.info)
@@ -521,9 +547,10 @@ fn run(
                 run_job(job, handed, share, &mut state);
                 shared.ran_one();
                 // A long batch must not hold back what the vendor finished meanwhile.
-                poll_between_jobs();
+                poll_between_jobs(jobs.peek().map(|((j, _), _)| &j.info));
             }
         }
+        drop(jobs);
         // A job of the batch may be what a held one waited for.
         held.release(&mut state, shared);
         state.flush();
@@ -649,7 +676,13 @@ impl Held {
             // As in a batch: ten held jobs released after a receive took 120 µs of
             // vendor calls on an H100, and a boundary read done after the third was
             // seen 70 µs late.
-            poll_between_jobs();
+            let next = self.first_by(|job| {
+                (job.ready() && !self.blocks_too_soon(job)).then_some((job.late, job.order))
+            });
+            let next = next
+                .and_then(|i| self.queues[i].1.front())
+                .map(|(j, _)| &j.info);
+            poll_between_jobs(next);
         }
         self.queues.retain(|(_, jobs)| !jobs.is_empty());
     }

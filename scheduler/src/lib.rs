@@ -101,7 +101,7 @@ impl Access {
 }
 
 /// A planned data movement: make `range` of `buffer` at `to` equal to that at `from`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Step {
     pub buffer: BufferId,
     pub range: Range<u64>,
@@ -112,7 +112,35 @@ pub struct Step {
     /// them to the command without writing `to`'s instance. Their write hazard there is
     /// recorded all the same.
     pub pass_through: bool,
+    /// How many of the dependencies the step is submitted with come from its source's
+    /// instance (the writes it reads after); the rest order it after the accesses of its
+    /// destination's instance. A rank that only sends the bytes to another rank's
+    /// device needs the first alone: what the destination's owner writes there is that
+    /// rank's to order, and on the sender those accesses are bookkeeping.
+    pub source_deps: usize,
 }
+
+/// The plan the ranks agree on: `source_deps` counts this rank's own dependencies (a
+/// command left out here records nothing), so it is not part of it.
+impl PartialEq for Step {
+    fn eq(&self, other: &Self) -> bool {
+        (
+            self.buffer,
+            &self.range,
+            self.from,
+            self.to,
+            self.pass_through,
+        ) == (
+            other.buffer,
+            &other.range,
+            other.from,
+            other.to,
+            other.pass_through,
+        )
+    }
+}
+
+impl Eq for Step {}
 
 /// Which ranks perform an access to a location's instance, as far as reader bookkeeping
 /// must tell them apart: `None` for every rank that holds the instance, `Some(r)` for
@@ -407,9 +435,22 @@ type Tok<T> = (u64, u32, bool, T);
 /// The tokens of `deps`, each once, in order of first appearance; leaves `deps` empty
 /// (a scratch vector, reused).
 fn unique<T>(deps: &mut Vec<Tok<T>>) -> Vec<T> {
+    unique_split(deps, 0).0
+}
+
+/// [`unique`], and how many of the tokens kept first appear among `deps[..split]`
+/// (they come first).
+fn unique_split<T>(deps: &mut Vec<Tok<T>>, split: usize) -> (Vec<T>, usize) {
+    let mut before = 0;
     if deps.len() > 16 {
         let mut seen = rustc_hash::FxHashSet::default();
-        deps.retain(|(n, _, _, _)| seen.insert(*n));
+        let mut i = 0;
+        deps.retain(|(n, _, _, _)| {
+            let first = seen.insert(*n);
+            before += usize::from(first && i < split);
+            i += 1;
+            first
+        });
     } else {
         // Mostly a few: a linear search beats hashing them.
         let mut kept = 0;
@@ -417,11 +458,12 @@ fn unique<T>(deps: &mut Vec<Tok<T>>) -> Vec<T> {
             if !deps[..kept].iter().any(|(n, _, _, _)| *n == deps[i].0) {
                 deps.swap(kept, i);
                 kept += 1;
+                before += usize::from(i < split);
             }
         }
         deps.truncate(kept);
     }
-    deps.drain(..).map(|(_, _, _, t)| t).collect()
+    (deps.drain(..).map(|(_, _, _, t)| t).collect(), before)
 }
 
 #[derive(Clone, Debug)]
@@ -913,6 +955,7 @@ impl<T: Clone> Scheduler<T> {
                         from,
                         to: hop_to,
                         pass_through: false,
+                        source_deps: 0,
                     }),
                 }
             }
@@ -960,6 +1003,7 @@ impl<T: Clone> Scheduler<T> {
                 from,
                 to,
                 pass_through: false,
+                source_deps: 0,
             })
             .collect();
         if pass_through {
@@ -980,7 +1024,7 @@ impl<T: Clone> Scheduler<T> {
         let done = self.done;
         let done = |t: &Tok<T>| done(&t.3);
         let mut deps = Vec::new();
-        for step in steps {
+        for mut step in steps {
             let scope: Scope = match (step.from, step.to) {
                 (Location::Host, Location::Device(d)) => Some(self.desc(d).owner),
                 _ => None,
@@ -1002,6 +1046,7 @@ impl<T: Clone> Scheduler<T> {
                     &mut deps,
                 );
             }
+            let from_source = deps.len();
             if let Some(dst) = state.hazards.get(&step.to) {
                 dst.deps_at(
                     step.to,
@@ -1013,7 +1058,9 @@ impl<T: Clone> Scheduler<T> {
                     &mut deps,
                 );
             }
-            let (stream, token) = submit_step(&step, unique(&mut deps));
+            let (step_deps, source_deps) = unique_split(&mut deps, from_source);
+            step.source_deps = source_deps;
+            let (stream, token) = submit_step(&step, step_deps);
             let n = self.next_access;
             self.next_access += 1;
             self.stats.steps += 1;

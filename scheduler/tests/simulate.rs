@@ -1420,6 +1420,7 @@ fn a_buffer_attached_to_another_ranks_device_moves_from_and_back_to_it() {
         from,
         to,
         pass_through: false,
+        source_deps: 0,
     };
     let st = steps_token;
     let whole = |mode| [acc(b, 0..16, mode)];
@@ -1743,6 +1744,7 @@ fn a_pass_through_read_from_another_rank_leaves_its_destination_invalid() {
         from: D0,
         to: D1,
         pass_through: true,
+        source_deps: 1,
     };
     let (steps, deps) = run(&mut s, D1, 2, &[pass_read(b, 0..16)], 2);
     assert_eq!(steps, vec![(through.clone(), vec![1])]);
@@ -1751,6 +1753,9 @@ fn a_pass_through_read_from_another_rank_leaves_its_destination_invalid() {
     assert_eq!(s.validity(b, 0..16), vec![(0..16, ValidSet::only(D0))]);
     let (steps, deps) = run(&mut s, D1, 2, &[pass_read(b, 0..16)], 3);
     assert_eq!(steps, vec![(through, vec![1, steps_token(2, 0), 2])]);
+    // Only the first comes from the source: the rank that sends the bytes waits for it
+    // alone (the other two are accesses of the destination's instance).
+    assert_eq!(steps[0].0.source_deps, 1);
     assert_eq!(deps, vec![steps_token(3, 0)]);
     assert_eq!(s.validity(b, 0..16), vec![(0..16, ValidSet::only(D0))]);
     let (steps, _) = run(&mut s, D1, 2, &[acc(b, 0..16, Mode::Read)], 4);
