@@ -665,26 +665,25 @@ impl Held {
     /// boundary read, which the neighbour waits for, went after the next step's copy and
     /// kernel of the application queue, some 11 µs later on an H100.
     fn release(&mut self, state: &mut IssuerState, shared: &Shared) {
-        loop {
-            let next = self.first_by(|job| {
-                (job.ready() && !self.blocks_too_soon(job)).then_some((job.late, job.order))
-            });
-            let Some(i) = next else { break };
+        while let Some(i) = self.next_ready() {
             let (job, handed) = self.queues[i].1.pop_front().expect("a first job");
             run_job(job, handed, false, state);
             shared.ran_one();
             // As in a batch: ten held jobs released after a receive took 120 µs of
             // vendor calls on an H100, and a boundary read done after the third was
             // seen 70 µs late.
-            let next = self.first_by(|job| {
-                (job.ready() && !self.blocks_too_soon(job)).then_some((job.late, job.order))
-            });
-            let next = next
-                .and_then(|i| self.queues[i].1.front())
-                .map(|(j, _)| &j.info);
-            poll_between_jobs(next);
+            let next = self.next_ready().and_then(|i| self.queues[i].1.front());
+            poll_between_jobs(next.map(|(j, _)| &j.info));
         }
         self.queues.retain(|(_, jobs)| !jobs.is_empty());
+    }
+
+    /// The queue whose first held job `release` issues next: ready, not blocking too
+    /// soon, the oldest, transfer writes last.
+    fn next_ready(&self) -> Option<usize> {
+        self.first_by(|job| {
+            (job.ready() && !self.blocks_too_soon(job)).then_some((job.late, job.order))
+        })
     }
 }
 

@@ -255,8 +255,7 @@ impl<T: Clone> Hazards<T> {
             return;
         }
         if self.reads.len() == LINEAR_READS {
-            let indexed = (self.reads.iter().enumerate()).map(|(i, (s, sc, _))| ((*s, *sc), i));
-            self.index.extend(indexed);
+            self.index_reads();
         }
         if self.reads.len() >= LINEAR_READS {
             self.index.insert(key, self.reads.len());
@@ -269,11 +268,16 @@ impl<T: Clone> Hazards<T> {
         self.reads.retain(|(_, _, t)| !done(t));
         self.index.clear();
         if self.reads.len() > LINEAR_READS {
-            let indexed = (self.reads.iter().enumerate()).map(|(i, (s, sc, _))| ((*s, *sc), i));
-            self.index.extend(indexed);
+            self.index_reads();
         }
         // Amortized: each reader is looked at a bounded number of times.
         self.prune_at = PRUNE_READS_AT.max(2 * self.reads.len());
+    }
+
+    /// Indexes every reader by (stream, scope), into an empty index.
+    fn index_reads(&mut self) {
+        let indexed = (self.reads.iter().enumerate()).map(|(i, (s, sc, _))| ((*s, *sc), i));
+        self.index.extend(indexed);
     }
 }
 
