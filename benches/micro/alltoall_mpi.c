@@ -9,7 +9,9 @@
  * every rank checks its dst against every rank's last pattern, bit-exact.
  *
  * Environment: CLUSTER_ITERS (default 20). Rank 0 prints the time of the iterations
- * in the same form as cluster_alltoall.
+ * in the same form as cluster_alltoall; every rank prints how an iteration splits into
+ * the kernel's launch, the blocking read, MPI and the blocking write, to set beside
+ * the vendor calls of a MirrorCL trace (`mirrorcl trace`).
  */
 #include "../../tests/c/check.h"
 
@@ -55,10 +57,14 @@ int main(int argc, char **argv)
     MUST(clFinish(q));
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
+    double phase[4] = {0, 0, 0, 0}; /* launch, read, MPI, write: seconds in all */
     for (cl_uint it = 0; it < iters; it++) {
+        double p0 = MPI_Wtime();
         MUST(clSetKernelArg(k, 2, sizeof it, &it));
         MUST(clEnqueueNDRangeKernel(q, k, 1, NULL, &four, NULL, 0, NULL, NULL));
+        double p1 = MPI_Wtime();
         MUST(clEnqueueReadBuffer(q, src, CL_TRUE, 0, 16, all + 4 * (size_t)me, 0, NULL, NULL));
+        double p2 = MPI_Wtime();
         int nr = 0;
         for (cl_uint p = 0; p < n; p++) {
             if (p == me)
@@ -67,14 +73,23 @@ int main(int argc, char **argv)
             MPI_Isend(all + 4 * (size_t)me, 16, MPI_BYTE, (int)p, (int)it, MPI_COMM_WORLD, &reqs[nr++]);
         }
         MPI_Waitall(nr, reqs, MPI_STATUSES_IGNORE);
+        double p3 = MPI_Wtime();
         /* Blocking: `all` is refilled by the next iteration's read and receives. */
         MUST(clEnqueueWriteBuffer(q, dst, CL_TRUE, 0, 16 * (size_t)n, all, 0, NULL, NULL));
+        phase[0] += p1 - p0;
+        phase[1] += p2 - p1;
+        phase[2] += p3 - p2;
+        phase[3] += MPI_Wtime() - p3;
     }
     MUST(clFinish(q));
     double secs = MPI_Wtime() - t0; /* rank 0's, as cluster_alltoall reports */
     if (rank == 0)
         printf("  %u device(s), %u iterations of %u copies: %.6f s (hand-written MPI + OpenCL)\n", n, iters, n * n,
                secs);
+    if (iters > 0)
+        printf("  rank %d, us per iteration: kernel launch %.1f, blocking read %.1f, MPI %.1f, blocking write %.1f\n",
+               rank, phase[0] * 1e6 / iters, phase[1] * 1e6 / iters, phase[2] * 1e6 / iters,
+               phase[3] * 1e6 / iters);
 
     uint32_t *got = malloc(16 * (size_t)n), *ref = malloc(16 * (size_t)n);
     for (cl_uint i = 0; i < n; i++)

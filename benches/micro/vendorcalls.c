@@ -3,7 +3,9 @@
  * native platform, one call at a time, for choosing which calls an issuer job makes:
  * a kernel launch with and without an event out, with its arguments set again, with a
  * wait list; a 16-byte copy and read; a flush. Each figure is the median over RT_ITERS
- * calls of the call alone (µs), two ways: "idle" (the queue drained before each call,
+ * calls of the call alone (µs), the last one right after three non-blocking 16-byte
+ * writes with events (as MirrorCL's issuer launches a kernel behind the writes of
+ * bytes from other ranks), two ways: "idle" (the queue drained before each call,
  * as in a chain that waits for another rank) and "busy" (calls back to back, as in a
  * burst). Then a kernel's round trip: how the host learns it is done, four ways.
  *
@@ -17,11 +19,11 @@ static const char *kSrc =
     " s[get_global_id(0)] = dev * 1000u + it; }\n";
 
 enum { K_PLAIN, K_EVENT, K_SETMEM, K_SETINT, K_WAIT1, K_EVENT_WAIT1, COPY, COPY_EVENT,
-       READ_EVENT, K_FLUSH, N_FIGS };
+       READ_EVENT, K_FLUSH, K_EVENT_AFTER_WRITES, N_FIGS };
 static const char *kNames[N_FIGS] = {
     "kernel",          "kernel_event",  "kernel_setarg_mem", "kernel_setarg_uint",
     "kernel_wait1",    "kernel_event_wait1", "copy16",       "copy16_event",
-    "read16_event",    "kernel_flush"};
+    "read16_event",    "kernel_flush",  "kernel_event_after_writes"};
 
 int main(void)
 {
@@ -33,8 +35,9 @@ int main(void)
     cl_context ctx;
     cl_command_queue q = ct_first_device_queue(&ctx);
     cl_kernel k = ct_kernel(ct_build(ctx, kSrc, NULL), "fill");
-    cl_mem a, b;
+    cl_mem a, b, c;
     CREATE(a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64, NULL, &E));
+    CREATE(c = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64, NULL, &E));
     CREATE(b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64, NULL, &E));
     cl_uint zero = 0;
     MUST(clSetKernelArg(k, 0, sizeof a, &a));
@@ -52,8 +55,17 @@ int main(void)
                     MUST(clFinish(q));
                 cl_event ev = NULL, *out = NULL;
                 if (fig == K_EVENT || fig == K_EVENT_WAIT1 || fig == COPY_EVENT ||
-                    fig == READ_EVENT)
+                    fig == READ_EVENT || fig == K_EVENT_AFTER_WRITES)
                     out = &ev;
+                if (fig == K_EVENT_AFTER_WRITES) {
+                    static uint32_t landed[12];
+                    for (int w = 0; w < 3; w++) {
+                        cl_event we;
+                        MUST(clEnqueueWriteBuffer(q, c, CL_FALSE, 16 * (size_t)w, 16, landed + 4 * w, 0,
+                                                  NULL, &we));
+                        clReleaseEvent(we);
+                    }
+                }
                 cl_uint n = (fig == K_WAIT1 || fig == K_EVENT_WAIT1) && prev ? 1 : 0;
                 cl_uint v = (cl_uint)i;
                 double t0 = ct_now_us();
@@ -138,6 +150,7 @@ int main(void)
     free(t);
     clReleaseMemObject(a);
     clReleaseMemObject(b);
+    clReleaseMemObject(c);
     clReleaseKernel(k);
     clReleaseCommandQueue(q);
     clReleaseContext(ctx);

@@ -150,10 +150,43 @@ pub struct JobInfo {
     pub seq: u64,
     /// Its place in the order jobs are handed to the issuers (`Held`).
     pub order: u64,
+    /// A write of host bytes already in place (a copy's source landed from another
+    /// rank): consecutive ones into one buffer go as one vendor write (`Held::release`).
+    pub landing: Option<LandingInfo>,
 }
 
-/// Runs a job; the flag says whether it shares a later command's vendor event.
-pub type JobRun = Box<dyn FnOnce(&mut IssuerState, bool) + Send>;
+/// Where a landed write's bytes are and where they go.
+#[derive(Clone, Copy, Debug)]
+pub struct LandingInfo {
+    /// The vendor buffer (by address).
+    pub mem: usize,
+    pub offset: usize,
+    pub len: usize,
+    /// The host bytes, valid once the job is ready (its receive done) until its event
+    /// completes (the event keeps their block).
+    pub host: usize,
+}
+
+/// How a job runs.
+pub enum RunAs {
+    /// With a vendor event of its own.
+    Own,
+    /// Without one: a later command's on its vendor queue stands for it (`sharing`).
+    Shared,
+    /// Without a vendor call: a later job's write carries its bytes (`Merged`), and
+    /// that write's vendor event stands for it.
+    Absorbed,
+    /// A landed write that writes `bytes` at `offset` instead of its own range: the
+    /// bytes of the jobs absorbed before it, then its own.
+    Merged { offset: usize, bytes: Vec<u8> },
+}
+
+/// The most bytes landed writes merge into one vendor write: above that the copy into
+/// one block costs more than the vendor calls it saves.
+pub const MERGED_AT_MOST: usize = 64 << 10;
+
+/// Runs a job, as `RunAs` says.
+pub type JobRun = Box<dyn FnOnce(&mut IssuerState, RunAs) + Send>;
 
 pub struct Job {
     pub info: JobInfo,
@@ -172,6 +205,17 @@ impl JobInfo {
     /// event is set. The issuer holds such a job instead until its dependencies allow.
     fn ready(&self) -> bool {
         self.unready().next().is_none()
+    }
+
+    /// Whether a landed write may go in a merged write: every dependency done, or
+    /// before it on its in-order stream (the merged write waits for one job's alone).
+    /// A failed one is left to its own run, which fails it.
+    fn mergeable(&self) -> bool {
+        !self.blocking
+            && !self.event.profiling
+            && (self.deps.iter()).all(|d| {
+                d.status() == CL_COMPLETE || d.vendor().is_some_and(|v| v.stream == self.stream)
+            })
     }
 
     /// The dependencies the vendor cannot wait on yet.
@@ -313,7 +357,7 @@ pub struct Inline {
 impl Inline {
     pub fn run(self) {
         let mut state = IssuerState::default();
-        run_job(self.job, self.handed, false, &mut state);
+        run_job(self.job, self.handed, RunAs::Own, &mut state);
         state.flush();
     }
 }
@@ -544,7 +588,8 @@ fn run(
             {
                 held.hold(job, handed, &wake);
             } else {
-                run_job(job, handed, share, &mut state);
+                let how = if share { RunAs::Shared } else { RunAs::Own };
+                run_job(job, handed, how, &mut state);
                 shared.ran_one();
                 // A long batch must not hold back what the vendor finished meanwhile.
                 poll_between_jobs(jobs.peek().map(|((j, _), _)| &j.info));
@@ -632,7 +677,7 @@ impl Held {
         // older one issued (`blocks_too_soon`).
         while let Some(i) = self.first_by(|job| Some(job.order)) {
             let (job, handed) = self.queues[i].1.pop_front().expect("a first job");
-            run_job(job, handed, false, state);
+            run_job(job, handed, RunAs::Own, state);
             shared.ran_one();
         }
         self.queues.clear();
@@ -667,7 +712,12 @@ impl Held {
     fn release(&mut self, state: &mut IssuerState, shared: &Shared) {
         while let Some(i) = self.next_ready() {
             let (job, handed) = self.queues[i].1.pop_front().expect("a first job");
-            run_job(job, handed, false, state);
+            let absorbed = self.landed_after(i, &job.info);
+            if absorbed.is_empty() {
+                run_job(job, handed, RunAs::Own, state);
+            } else {
+                run_merged((job, handed), absorbed, state);
+            }
             shared.ran_one();
             // As in a batch: ten held jobs released after a receive took 120 µs of
             // vendor calls on an H100, and a boundary read done after the third was
@@ -676,6 +726,32 @@ impl Held {
             poll_between_jobs(next.map(|(j, _)| &j.info));
         }
         self.queues.retain(|(_, jobs)| !jobs.is_empty());
+    }
+
+    /// After landed write `first`, popped from queue `i`: the ready landed writes that
+    /// follow it there into the bytes right after its own, whose bytes may go with it in
+    /// one vendor write. An all-to-all lands one piece from each rank side by side (the
+    /// hand-written twin writes them with one call; IV.7.2 at 4 ranks made three).
+    fn landed_after(&mut self, i: usize, first: &JobInfo) -> Vec<Handed> {
+        let mut taken = Vec::new();
+        let Some(mut last) = first.landing.filter(|_| first.mergeable()) else {
+            return taken;
+        };
+        let mut total = last.len;
+        while let Some((next, _)) = self.queues[i].1.front() {
+            let fits = next.info.landing.filter(|n| {
+                n.mem == last.mem
+                    && n.offset == last.offset + last.len
+                    && total + n.len <= MERGED_AT_MOST
+            });
+            let Some(n) = fits.filter(|_| next.info.ready() && next.info.mergeable()) else {
+                break;
+            };
+            total += n.len;
+            last = n;
+            taken.push(self.queues[i].1.pop_front().expect("a front job"));
+        }
+        taken
     }
 
     /// The queue whose first held job `release` issues next: ready, not blocking too
@@ -716,12 +792,43 @@ fn sharing(batch: &[Handed]) -> Vec<bool> {
     share
 }
 
+/// Landed write `first` and those after it (`Held::landed_after`) as one vendor write:
+/// made by the last, the others absorbed into it, each completing with it.
+fn run_merged(first: Handed, rest: Vec<Handed>, state: &mut IssuerState) {
+    let mut jobs = vec![first];
+    jobs.extend(rest);
+    let landings: Vec<LandingInfo> = (jobs.iter()).filter_map(|(j, _)| j.info.landing).collect();
+    let offset = landings[0].offset;
+    let mut bytes = Vec::with_capacity(landings.iter().map(|l| l.len).sum());
+    for l in &landings {
+        // SAFETY: a ready landed write's bytes are in place (its receive is done) and
+        // kept by its event, which is not complete before this write is.
+        bytes.extend_from_slice(unsafe { std::slice::from_raw_parts(l.host as *const u8, l.len) });
+    }
+    let (last, handed) = jobs.pop().expect("at least two jobs");
+    crate::stats::add(&crate::stats::COUNTERS.writes_merged, jobs.len() as u64);
+    let absorbed: Vec<Arc<Event>> = jobs.iter().map(|(j, _)| j.info.event.clone()).collect();
+    for (job, handed) in jobs {
+        run_job(job, handed, RunAs::Absorbed, state);
+    }
+    let event = last.info.event.clone();
+    run_job(last, handed, RunAs::Merged { offset, bytes }, state);
+    // The write failed: so did the writes it carried.
+    let status = event.status();
+    if status < 0 {
+        for e in absorbed {
+            e.complete(status);
+        }
+    }
+}
+
 /// Runs a job; traced, its span is the vendor call, and says how long the job waited
 /// on this thread's channel since it was handed over.
-fn run_job(job: Job, handed: u64, share: bool, state: &mut IssuerState) {
+fn run_job(job: Job, handed: u64, how: RunAs, state: &mut IssuerState) {
     let started = crate::trace::begin();
     let run = job.run;
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(state, share))).is_err() {
+    let share = !matches!(how, RunAs::Own | RunAs::Merged { .. });
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(state, how))).is_err() {
         tracing::error!("an issuer job panicked");
     }
     if started != 0 {

@@ -63,6 +63,7 @@ counters! {
     scheduling_ns: "time spent scheduling (ns)",
     waiting_ns: "time application threads spent waiting for commands (ns)",
     pace_ns: "time enqueues waited for a queue's oldest commands (MIRRORCL_AHEAD) (ns)",
+    writes_merged: "writes of landed bytes that went in the vendor write of the bytes beside them",
 }
 
 pub static COUNTERS: Counters = Counters::new();

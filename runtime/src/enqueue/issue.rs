@@ -7,9 +7,9 @@
 use crate::cl::*;
 use crate::device::Device;
 use crate::event::{Event, VendorEvent};
-use crate::issuer::{Inline, IssuerState, Job, JobInfo};
+use crate::issuer::{Inline, IssuerState, Job, JobInfo, LandingInfo, RunAs};
 use crate::queue::Queue;
-use crate::vendor::{VContext, VEvent, VQueue};
+use crate::vendor::{VContext, VEvent, VMem, VQueue};
 use crate::ClResult;
 use std::sync::Arc;
 
@@ -44,6 +44,41 @@ pub(super) struct VendorCommand {
     pub keep_queue: Option<Arc<Queue>>,
     /// A blocking read or write: the vendor call itself blocks on the issuer.
     pub blocking: bool,
+    /// A write of bytes that landed from another rank (`work` writes them): the issuer
+    /// may write them together with the landed bytes beside them (`RunAs::Merged`).
+    pub landing: Option<Landing>,
+}
+
+/// A landed write: `len` bytes at `host` into `mem` at `offset`. The command's event
+/// keeps the block they are in.
+pub(super) struct Landing {
+    pub mem: Arc<VMem>,
+    pub offset: usize,
+    pub len: usize,
+    pub host: usize,
+}
+
+impl Landing {
+    /// The write alone.
+    pub fn work(&self) -> VendorWork {
+        let (mem, offset, len, host) = (self.mem.clone(), self.offset, self.len, self.host);
+        Box::new(move |q, waits, want| {
+            // SAFETY: the command's event keeps the block, which holds the `len` landed
+            // bytes once the receive it waits for is done, until the write completes.
+            unsafe {
+                q.read_write(
+                    &mem,
+                    true,
+                    false,
+                    offset,
+                    len,
+                    host as *mut std::ffi::c_void,
+                    waits,
+                    want,
+                )
+            }
+        })
+    }
 }
 
 /// Whether a blocking read or write blocks in the vendor call, on the issuer (the
@@ -95,19 +130,26 @@ pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
         command_type: cmd.event.command_type,
         seq: cmd.event.seq,
         order: ISSUE_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        landing: cmd.landing.as_ref().map(|l| LandingInfo {
+            mem: l.mem.raw() as usize,
+            offset: l.offset,
+            len: l.len,
+            host: l.host,
+        }),
     };
     device.issuer().send(Job {
         info,
-        run: Box::new(move |state: &mut IssuerState, share: bool| cmd.run(state, share)),
+        run: Box::new(move |state: &mut IssuerState, how: RunAs| cmd.run(state, how)),
     })
 }
 
 impl VendorCommand {
-    /// On the issuer: the vendor call with its wait list; `share`: no vendor event of its
-    /// own (a later command's stands for it). A blocking call asks for no vendor event
-    /// either unless the queue profiles: it returns with the command done, and NVIDIA
-    /// records an event per command that asks for one (some 4 µs of a 16-byte write).
-    fn run(self, state: &mut IssuerState, share: bool) {
+    /// On the issuer: the vendor call with its wait list; `how`: with a vendor event of
+    /// its own, or not (a later command's stands for it), or no call at all, or a
+    /// merged write (`RunAs`). A blocking call asks for no vendor event either unless
+    /// the queue profiles: it returns with the command done, and NVIDIA records an
+    /// event per command that asks for one (some 4 µs of a 16-byte write).
+    fn run(self, state: &mut IssuerState, how: RunAs) {
         let VendorCommand {
             group,
             vqueue,
@@ -118,7 +160,24 @@ impl VendorCommand {
             work: f,
             keep_queue,
             blocking,
+            landing,
         } = self;
+        let share = !matches!(how, RunAs::Own | RunAs::Merged { .. });
+        let f = match (how, landing) {
+            (RunAs::Absorbed, _) => None,
+            (RunAs::Merged { offset, bytes }, Some(l)) => {
+                let bytes = Arc::new(bytes);
+                event.keep(bytes.clone());
+                let merged = Landing {
+                    mem: l.mem,
+                    offset,
+                    len: bytes.len(),
+                    host: bytes.as_ptr() as usize,
+                };
+                Some(merged.work())
+            }
+            _ => Some(f),
+        };
         let stream = event.stream;
         let done_on_return = blocking && !event.profiling;
         // A failed dependency fails this command, first (before any bridge below lets
@@ -149,6 +208,10 @@ impl VendorCommand {
                 // never complete the bridge the vendor call waits on.
                 crate::issuer::forget_watched();
             }
+            let Some(f) = f else {
+                // Absorbed: the merged write that follows on this queue stands for it.
+                return Ok((vqueue, vctx.key(), None));
+            };
             let traced = crate::trace::begin();
             let vev = f(&vqueue, &waits.list, !share && !done_on_return);
             if traced != 0 {

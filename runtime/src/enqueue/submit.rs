@@ -5,7 +5,7 @@
 //! optimisation (`left_out`) and `clAttachBufferToDevice` (`attach`), which plans
 //! through the same scheduler.
 
-use super::issue::{blocks_in_vendor, issue, Deps, VendorCommand, VendorWork};
+use super::issue::{blocks_in_vendor, issue, Deps, Landing, VendorCommand, VendorWork};
 use super::root_arc;
 use super::transfer_steps::{transfer, transfer_landing, Landed};
 use crate::cl::*;
@@ -13,7 +13,7 @@ use crate::config::Variant;
 use crate::context::{new_stream, Context};
 use crate::device::Device;
 use crate::event::{command_name, Event};
-use crate::issuer::Inline;
+use crate::issuer::{Inline, MERGED_AT_MOST};
 use crate::memory::Buffer;
 use crate::node::What;
 use crate::queue::Queue;
@@ -194,9 +194,18 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         }
     }
     let work = match (injected, in_place) {
-        (Some(_), _) => work,
-        (None, Some(source)) => copy_in_place(&cmd, ctx, source).unwrap_or(work),
-        (None, None) => copy_from_landed(&cmd, device, landed, &mut deps, &event).unwrap_or(work),
+        (Some(_), _) => (work, None),
+        (None, Some(source)) => (copy_in_place(&cmd, ctx, source).unwrap_or(work), None),
+        (None, None) => {
+            let landing = match steps.is_empty() {
+                true => copy_from_sent_read(&cmd, device, &mut deps, &event),
+                false => copy_from_landed(&cmd, device, landed, &mut deps, &event),
+            };
+            match landing {
+                Some(l) => (Work::Vendor(l.work()), Some(l)),
+                None => (work, None),
+            }
+        }
     };
     queue.record(event.clone());
     let routed = route(
@@ -259,7 +268,7 @@ fn copy_from_landed(
     landed: Vec<(Arc<Event>, Landed)>,
     deps: &mut [Arc<Event>],
     event: &Arc<Event>,
-) -> Option<Work> {
+) -> Option<Landing> {
     // Its other steps can only be write-backs of an attached destination, after it.
     if cmd.command_type != CL_COMMAND_COPY_BUFFER || !device.local() {
         return None;
@@ -276,24 +285,73 @@ fn copy_from_landed(
     let mem = dst.instance(device).ok()?;
     let at = deps.iter().position(|d| Arc::ptr_eq(d, &step))?;
     deps[at] = l.received;
-    let (offset, len, host) = (dst_range.start, dst_range.len(), l.block.addr());
+    let host = l.block.addr();
     event.keep(l.block);
-    Some(Work::Vendor(Box::new(move |q, waits, want| {
-        // SAFETY: the command's event keeps the block, which holds the `len` received
-        // bytes once the receive it waits for is done, until the write completes.
-        unsafe {
-            q.read_write(
-                &mem,
-                true,
-                false,
-                offset,
-                len,
-                host as *mut std::ffi::c_void,
-                waits,
-                want,
-            )
+    Some(Landing {
+        mem,
+        offset: dst_range.start,
+        len: dst_range.len(),
+        host,
+    })
+}
+
+/// A small copy between two buffers of its device whose source range that device read
+/// for other ranks since it was last written there (`SentRead`): it writes its
+/// destination from the host bytes of that read, once they are in, instead of copying
+/// on the device. Such a write goes with the landed bytes written beside it in one
+/// vendor write (`RunAs::Merged`): an all-to-all's own piece lands among the others'.
+fn copy_from_sent_read(
+    cmd: &Command,
+    device: &Device,
+    deps: &mut Vec<Arc<Event>>,
+    event: &Arc<Event>,
+) -> Option<Landing> {
+    if cmd.command_type != CL_COMMAND_COPY_BUFFER || !device.local() {
+        return None;
+    }
+    let [(src, src_range, _), (dst, dst_range, _)] = &cmd.accesses[..] else {
+        return None;
+    };
+    if dst.id == src.id || dst.image.is_some() || src_range.len() > MERGED_AT_MOST {
+        return None;
+    }
+    let (read, block) = {
+        let sent = src.root().sent_read.lock();
+        let s = sent.as_ref()?;
+        let range = src.root_range(src_range.start, src_range.len());
+        if s.device != device.index
+            || (s.range.start as u64, s.range.end as u64) != (range.start, range.end)
+        {
+            return None;
         }
-    })))
+        (s.read.clone(), s.block.upgrade()?)
+    };
+    let mem = dst.instance(device).ok()?;
+    // The bytes are on the host once the read is done: the write waits for that, not
+    // for the read's place on the device (a vendor may take the host bytes when the
+    // write is enqueued).
+    let bytes_in = Event::new(
+        event.context.clone(),
+        None,
+        CL_COMMAND_READ_BUFFER,
+        new_stream(),
+    );
+    let (done, copy) = (bytes_in.clone(), event.clone());
+    read.on_done(move |status| {
+        if status < 0 {
+            copy.complete(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+        }
+        done.complete(CL_COMPLETE);
+    });
+    deps.push(bytes_in);
+    let host = block.addr();
+    event.keep(block);
+    Some(Landing {
+        mem,
+        offset: dst_range.start,
+        len: dst_range.len(),
+        host,
+    })
 }
 
 /// The devices of the wait list's device commands whose statuses the command learns
@@ -377,7 +435,13 @@ enum Routed {
 /// it runs here (a read in a cluster also sends its bytes down the relay to every rank),
 /// or, for another rank's read, a receive of its bytes (passed on down the relay).
 /// Otherwise it is bookkeeping here.
-fn route(cmd: &Command, work: Work, event: &Arc<Event>, accesses: &[Access], deps: Deps) -> Routed {
+fn route(
+    cmd: &Command,
+    (work, landing): (Work, Option<Landing>),
+    event: &Arc<Event>,
+    accesses: &[Access],
+    deps: Deps,
+) -> Routed {
     let (queue, device) = (&cmd.queue, &cmd.queue.device);
     let node = crate::node::node();
     let shared_read = cmd.fills_host.filter(|_| node.is_cluster());
@@ -389,7 +453,8 @@ fn route(cmd: &Command, work: Work, event: &Arc<Event>, accesses: &[Access], dep
         stamp: crate::history::stamp(),
     };
     let runs_here = cmd.at_host || device.local();
-    let issued = |event: Arc<Event>, work: VendorWork, deps: Deps| VendorCommand {
+    let mut landing = landing;
+    let mut issued = |event: Arc<Event>, work: VendorWork, deps: Deps| VendorCommand {
         group: device.group,
         vqueue: queue.vqueue.clone().ok_or(CL_INVALID_COMMAND_QUEUE),
         event,
@@ -397,6 +462,7 @@ fn route(cmd: &Command, work: Work, event: &Arc<Event>, accesses: &[Access], dep
         work,
         keep_queue: Some(queue.clone()),
         blocking: blocks_in_vendor(cmd.blocking, device),
+        landing: landing.take(),
     };
     match (work, runs_here, shared_read) {
         (Work::Vendor(f), true, None) => {

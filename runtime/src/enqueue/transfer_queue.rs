@@ -224,6 +224,7 @@ fn issue_transfer(
             work,
             keep_queue: None,
             blocking: false,
+            landing: None,
         },
     ) {
         job.run();
