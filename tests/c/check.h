@@ -48,8 +48,11 @@
 #define ERR_SENTINEL ((cl_int)0x7eadbeef)
 
 static const char *ct_prog = "?";
-static int ct_failures = 0;
-static __attribute__((unused)) cl_int E = 0; /* errcode_ret target for CHECK_CREATE and friends */
+/* Host threads of a program check at once (cluster_threads): the count is atomic, and
+ * each thread has its own errcode target (a shared one made one thread read another's
+ * sentinel: "errcode_ret not written" from a call that succeeded). */
+static _Atomic int ct_failures = 0;
+static __attribute__((unused)) _Thread_local cl_int E = 0; /* errcode_ret target for CREATE and friends */
 
 CT_FN const char *cl_err_name(cl_int e)
 {
