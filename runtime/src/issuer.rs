@@ -151,7 +151,8 @@ pub struct JobInfo {
     /// Its place in the order jobs are handed to the issuers (`Held`).
     pub order: u64,
     /// A write of host bytes already in place (a copy's source landed from another
-    /// rank): consecutive ones into one buffer go as one vendor write (`Held::release`).
+    /// rank, or read here for other ranks): consecutive ones into one buffer go as one
+    /// vendor write (`Held::release`).
     pub landing: Option<LandingInfo>,
 }
 
@@ -162,8 +163,8 @@ pub struct LandingInfo {
     pub mem: usize,
     pub offset: usize,
     pub len: usize,
-    /// The host bytes, valid once the job is ready (its receive done) until its event
-    /// completes (the event keeps their block).
+    /// The host bytes, valid once the job is ready (its receive or read done) until
+    /// its event completes (the event keeps their block).
     pub host: usize,
 }
 

@@ -44,8 +44,9 @@ pub(super) struct VendorCommand {
     pub keep_queue: Option<Arc<Queue>>,
     /// A blocking read or write: the vendor call itself blocks on the issuer.
     pub blocking: bool,
-    /// A write of bytes that landed from another rank (`work` writes them): the issuer
-    /// may write them together with the landed bytes beside them (`RunAs::Merged`).
+    /// A write of host bytes already in place (`work` writes them; `copy_from_landed`,
+    /// `copy_from_sent_read`): the issuer may write them together with the landed bytes
+    /// beside them (`RunAs::Merged`).
     pub landing: Option<Landing>,
 }
 
