@@ -5,7 +5,7 @@
 use crate::cl::*;
 use crate::config::CallerIssues;
 use crate::event::{Event, VendorEvent};
-use crate::vendor::{ContextKey, VEvent, VQueue};
+use crate::vendor::{ContextKey, VEvent, VMem, VQueue};
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -153,18 +153,17 @@ pub struct JobInfo {
     /// A write of host bytes already in place (a copy's source landed from another
     /// rank, or read here for other ranks): consecutive ones into one buffer go as one
     /// vendor write (`Held::release`).
-    pub landing: Option<LandingInfo>,
+    pub landing: Option<Landing>,
 }
 
-/// Where a landed write's bytes are and where they go.
-#[derive(Clone, Copy, Debug)]
-pub struct LandingInfo {
-    /// The vendor buffer (by address).
-    pub mem: usize,
+/// A landed write: `len` bytes at `host` into `mem` at `offset`. The host bytes are
+/// valid once the job is ready (its receive or read done) until its event completes
+/// (the event keeps their block).
+#[derive(Clone)]
+pub struct Landing {
+    pub mem: Arc<VMem>,
     pub offset: usize,
     pub len: usize,
-    /// The host bytes, valid once the job is ready (its receive or read done) until
-    /// its event completes (the event keeps their block).
     pub host: usize,
 }
 
@@ -177,9 +176,16 @@ pub enum RunAs {
     /// Without a vendor call: a later job's write carries its bytes (`Merged`), and
     /// that write's vendor event stands for it.
     Absorbed,
-    /// A landed write that writes `bytes` at `offset` instead of its own range: the
-    /// bytes of the jobs absorbed before it, then its own.
-    Merged { offset: usize, bytes: Vec<u8> },
+    /// A landed write that makes `write` instead of its own: the bytes of the jobs
+    /// absorbed before it, then its own, in `bytes` (kept by its event).
+    Merged { write: Landing, bytes: Arc<Vec<u8>> },
+}
+
+impl RunAs {
+    /// Whether the job asks for no vendor event of its own.
+    pub fn shares(&self) -> bool {
+        matches!(self, RunAs::Shared | RunAs::Absorbed)
+    }
 }
 
 /// The most bytes landed writes merge into one vendor write: above that the copy into
@@ -735,21 +741,20 @@ impl Held {
     /// hand-written twin writes them with one call; IV.7.2 at 4 ranks made three).
     fn landed_after(&mut self, i: usize, first: &JobInfo) -> Vec<Handed> {
         let mut taken = Vec::new();
-        let Some(mut last) = first.landing.filter(|_| first.mergeable()) else {
+        let Some(l) = first.landing.as_ref().filter(|_| first.mergeable()) else {
             return taken;
         };
-        let mut total = last.len;
+        let (start, mut end) = (l.offset, l.offset + l.len);
         while let Some((next, _)) = self.queues[i].1.front() {
-            let fits = next.info.landing.filter(|n| {
-                n.mem == last.mem
-                    && n.offset == last.offset + last.len
-                    && total + n.len <= MERGED_AT_MOST
+            let fits = next.info.landing.as_ref().filter(|n| {
+                Arc::ptr_eq(&n.mem, &l.mem)
+                    && n.offset == end
+                    && end + n.len - start <= MERGED_AT_MOST
             });
             let Some(n) = fits.filter(|_| next.info.ready() && next.info.mergeable()) else {
                 break;
             };
-            total += n.len;
-            last = n;
+            end += n.len;
             taken.push(self.queues[i].1.pop_front().expect("a front job"));
         }
         taken
@@ -798,14 +803,22 @@ fn sharing(batch: &[Handed]) -> Vec<bool> {
 fn run_merged(first: Handed, rest: Vec<Handed>, state: &mut IssuerState) {
     let mut jobs = vec![first];
     jobs.extend(rest);
-    let landings: Vec<LandingInfo> = (jobs.iter()).filter_map(|(j, _)| j.info.landing).collect();
-    let offset = landings[0].offset;
+    let landings: Vec<&Landing> = (jobs.iter())
+        .filter_map(|(j, _)| j.info.landing.as_ref())
+        .collect();
     let mut bytes = Vec::with_capacity(landings.iter().map(|l| l.len).sum());
     for l in &landings {
-        // SAFETY: a ready landed write's bytes are in place (its receive is done) and
-        // kept by its event, which is not complete before this write is.
+        // SAFETY: a ready landed write's bytes are in place (its receive or read is
+        // done) and kept by its event, which is not complete before this write is.
         bytes.extend_from_slice(unsafe { std::slice::from_raw_parts(l.host as *const u8, l.len) });
     }
+    let bytes = Arc::new(bytes);
+    let write = Landing {
+        mem: landings[0].mem.clone(),
+        offset: landings[0].offset,
+        len: bytes.len(),
+        host: bytes.as_ptr() as usize,
+    };
     let (last, handed) = jobs.pop().expect("at least two jobs");
     crate::stats::add(&crate::stats::COUNTERS.writes_merged, jobs.len() as u64);
     let absorbed: Vec<Arc<Event>> = jobs.iter().map(|(j, _)| j.info.event.clone()).collect();
@@ -813,7 +826,7 @@ fn run_merged(first: Handed, rest: Vec<Handed>, state: &mut IssuerState) {
         run_job(job, handed, RunAs::Absorbed, state);
     }
     let event = last.info.event.clone();
-    run_job(last, handed, RunAs::Merged { offset, bytes }, state);
+    run_job(last, handed, RunAs::Merged { write, bytes }, state);
     // The write failed: so did the writes it carried.
     let status = event.status();
     if status < 0 {
@@ -828,7 +841,7 @@ fn run_merged(first: Handed, rest: Vec<Handed>, state: &mut IssuerState) {
 fn run_job(job: Job, handed: u64, how: RunAs, state: &mut IssuerState) {
     let started = crate::trace::begin();
     let run = job.run;
-    let share = !matches!(how, RunAs::Own | RunAs::Merged { .. });
+    let share = how.shares();
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(state, how))).is_err() {
         tracing::error!("an issuer job panicked");
     }

@@ -7,9 +7,9 @@
 use crate::cl::*;
 use crate::device::Device;
 use crate::event::{Event, VendorEvent};
-use crate::issuer::{Inline, IssuerState, Job, JobInfo, LandingInfo, RunAs};
+use crate::issuer::{Inline, IssuerState, Job, JobInfo, Landing, RunAs};
 use crate::queue::Queue;
-use crate::vendor::{VContext, VEvent, VMem, VQueue};
+use crate::vendor::{VContext, VEvent, VQueue};
 use crate::ClResult;
 use std::sync::Arc;
 
@@ -50,22 +50,14 @@ pub(super) struct VendorCommand {
     pub landing: Option<Landing>,
 }
 
-/// A landed write: `len` bytes at `host` into `mem` at `offset`. The command's event
-/// keeps the block they are in.
-pub(super) struct Landing {
-    pub mem: Arc<VMem>,
-    pub offset: usize,
-    pub len: usize,
-    pub host: usize,
-}
-
 impl Landing {
     /// The write alone.
     pub fn work(&self) -> VendorWork {
         let (mem, offset, len, host) = (self.mem.clone(), self.offset, self.len, self.host);
         Box::new(move |q, waits, want| {
-            // SAFETY: the command's event keeps the block, which holds the `len` landed
-            // bytes once the receive it waits for is done, until the write completes.
+            // SAFETY: the command's event keeps the block, which holds the `len` bytes
+            // once what the job waits for (a receive, a read) is done, until the write
+            // completes; a merged write's block is its own (`RunAs::Merged`).
             unsafe {
                 q.read_write(
                     &mem,
@@ -131,12 +123,7 @@ pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
         command_type: cmd.event.command_type,
         seq: cmd.event.seq,
         order: ISSUE_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        landing: cmd.landing.as_ref().map(|l| LandingInfo {
-            mem: l.mem.raw() as usize,
-            offset: l.offset,
-            len: l.len,
-            host: l.host,
-        }),
+        landing: cmd.landing.take(),
     };
     device.issuer().send(Job {
         info,
@@ -161,23 +148,16 @@ impl VendorCommand {
             work: f,
             keep_queue,
             blocking,
-            landing,
+            landing: _,
         } = self;
-        let share = !matches!(how, RunAs::Own | RunAs::Merged { .. });
-        let f = match (how, landing) {
-            (RunAs::Absorbed, _) => None,
-            (RunAs::Merged { offset, bytes }, Some(l)) => {
-                let bytes = Arc::new(bytes);
-                event.keep(bytes.clone());
-                let merged = Landing {
-                    mem: l.mem,
-                    offset,
-                    len: bytes.len(),
-                    host: bytes.as_ptr() as usize,
-                };
-                Some(merged.work())
+        let share = how.shares();
+        let f = match how {
+            RunAs::Absorbed => None,
+            RunAs::Merged { write, bytes } => {
+                event.keep(bytes);
+                Some(write.work())
             }
-            _ => Some(f),
+            RunAs::Own | RunAs::Shared => Some(f),
         };
         let stream = event.stream;
         let done_on_return = blocking && !event.profiling;

@@ -5,7 +5,7 @@
 //! optimisation (`left_out`) and `clAttachBufferToDevice` (`attach`), which plans
 //! through the same scheduler.
 
-use super::issue::{blocks_in_vendor, issue, Deps, Landing, VendorCommand, VendorWork};
+use super::issue::{blocks_in_vendor, issue, Deps, VendorCommand, VendorWork};
 use super::root_arc;
 use super::transfer_steps::{transfer, transfer_landing, Landed};
 use crate::cl::*;
@@ -13,7 +13,7 @@ use crate::config::Variant;
 use crate::context::{new_stream, Context};
 use crate::device::Device;
 use crate::event::{command_name, Event};
-use crate::issuer::{Inline, MERGED_AT_MOST};
+use crate::issuer::{Inline, Landing, MERGED_AT_MOST};
 use crate::memory::Buffer;
 use crate::node::What;
 use crate::queue::Queue;
@@ -319,9 +319,7 @@ fn copy_from_sent_read(
         let sent = src.root().sent_read.lock();
         let s = sent.as_ref()?;
         let range = src.root_range(src_range.start, src_range.len());
-        if s.device != device.index
-            || (s.range.start as u64, s.range.end as u64) != (range.start, range.end)
-        {
+        if s.device != device.index || s.range != (range.start as usize..range.end as usize) {
             return None;
         }
         (s.read.clone(), s.block.upgrade()?)
@@ -437,7 +435,7 @@ enum Routed {
 /// Otherwise it is bookkeeping here.
 fn route(
     cmd: &Command,
-    (work, landing): (Work, Option<Landing>),
+    (work, mut landing): (Work, Option<Landing>),
     event: &Arc<Event>,
     accesses: &[Access],
     deps: Deps,
@@ -453,7 +451,6 @@ fn route(
         stamp: crate::history::stamp(),
     };
     let runs_here = cmd.at_host || device.local();
-    let mut landing = landing;
     let mut issued = |event: Arc<Event>, work: VendorWork, deps: Deps| VendorCommand {
         group: device.group,
         vqueue: queue.vqueue.clone().ok_or(CL_INVALID_COMMAND_QUEUE),
