@@ -93,10 +93,32 @@ pub struct Buffer {
     pub image: Option<Image>,
     /// Recent accesses by host threads (a root buffer's), to tell races (`races`).
     pub races: crate::races::Accesses,
-    /// A root buffer's: the newest one-piece device read that fed a send, which a later
-    /// send of the same bytes may share (`enqueue::transfer_steps::send_to_device`)
-    /// until something that writes that device's instance is scheduled (`wrote_on`).
-    pub sent_read: Mutex<Option<SentRead>>,
+    /// A root buffer's reads for other ranks (`SentReads`).
+    pub sent_read: Mutex<SentReads>,
+}
+
+/// A root buffer's one-piece device reads that fed sends.
+#[derive(Default)]
+pub struct SentReads {
+    /// The newest, which a later send of the same bytes may share
+    /// (`enqueue::transfer_steps::send_to_device`) until something that writes that
+    /// device's instance is scheduled (`Buffer::wrote_on`).
+    pub current: Option<SentRead>,
+    /// Where the newest was taken (device, range in the root), kept across writes: a
+    /// program that sends those bytes once sends them again after the next write (an
+    /// all-to-all each iteration), so a small local copy of them reads them ahead for
+    /// the sends (`enqueue::transfer_steps::read_for_predicted_sends`). Forgotten when
+    /// such a read goes unsent: the local copies of a program that stopped sending go
+    /// back to one device copy each.
+    pub last: Option<(u32, Range<usize>)>,
+}
+
+impl SentReads {
+    /// `read` fed a send: later sends of its bytes may share it.
+    pub fn note(&mut self, read: SentRead) {
+        self.last = Some((read.device, read.range.clone()));
+        self.current = Some(read);
+    }
 }
 
 /// A device read of a buffer range into a staging block, whose bytes went to another rank.
@@ -107,6 +129,8 @@ pub struct SentRead {
     pub read: Arc<crate::event::Event>,
     /// Alive while a send of it is: afterwards the block may hold other bytes.
     pub block: std::sync::Weak<crate::remote::Staging>,
+    /// Read ahead for sends that have not shared it yet.
+    pub unsent: bool,
 }
 
 impl_handle!(Buffer, Mem, CL_INVALID_MEM_OBJECT);
@@ -169,8 +193,10 @@ impl Buffer {
     /// scheduled: a read of it made before no longer serves later sends.
     pub fn wrote_on(&self, device: u32) {
         let mut sent = self.sent_read.lock();
-        if sent.as_ref().is_some_and(|s| s.device == device) {
-            *sent = None;
+        if let Some(s) = sent.current.take_if(|s| s.device == device) {
+            if s.unsent {
+                sent.last = None;
+            }
         }
     }
 
@@ -235,7 +261,7 @@ impl Buffer {
             destructors: Destructors::default(),
             image: None,
             races: Default::default(),
-            sent_read: Mutex::new(None),
+            sent_read: Mutex::new(SentReads::default()),
         }))
     }
 
@@ -301,7 +327,7 @@ impl Buffer {
             destructors: Destructors::default(),
             image: None,
             races: Default::default(),
-            sent_read: Mutex::new(None),
+            sent_read: Mutex::new(SentReads::default()),
         })
     }
 

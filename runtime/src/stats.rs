@@ -64,6 +64,7 @@ counters! {
     waiting_ns: "time application threads spent waiting for commands (ns)",
     pace_ns: "time enqueues waited for a queue's oldest commands (MIRRORCL_AHEAD) (ns)",
     writes_merged: "writes of landed bytes that went in the vendor write of the bytes beside them",
+    reads_ahead: "small local copies made from a read taken ahead for the sends their source's last sends predict",
 }
 
 pub static COUNTERS: Counters = Counters::new();

@@ -25,7 +25,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
 pub const MAGIC: [u8; 4] = *b"MCLw";
-pub const VERSION: u16 = 6;
+pub const VERSION: u16 = 7;
 const HEADER: usize = 7;
 
 /// Which message a collective exchanges: each collective sends one kind only.
@@ -890,7 +890,7 @@ mod tests {
         }
         assert_eq!(
             (VERSION, h),
-            (6, 0x669e_8f0f_387a_fe37),
+            (7, 0x70a3_b3da_0d41_7ff9),
             "the wire format changed: bump wire::VERSION and update this fingerprint"
         );
     }

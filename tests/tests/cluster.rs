@@ -155,7 +155,8 @@ fn issued_as_for_gpus() {
 /// beside the others in its destination, and its own piece comes from the read that fed
 /// the other ranks; the writes of those that are ready together go as one vendor write
 /// (`issuer.rs`: `Held::landed_after`, `run_merged`; `submit.rs`: `copy_from_sent_read`).
-/// Every rank checks every piece, bit-exact, and the statistics show merged writes.
+/// Rank 0, whose own piece comes first, reads it ahead for the others. Every rank checks
+/// every piece, bit-exact, and the statistics show merged writes and reads ahead.
 #[test]
 fn landed_writes_merge() {
     let env = [("MIRRORCL_HOLD_ALL", "1"), ("CLUSTER_ITERS", "300")];
@@ -166,6 +167,11 @@ fn landed_writes_merge() {
         merged.iter().sum::<u64>() > 0,
         "no landed writes went together: {merged:?}"
     );
+    // Rank 0's own piece comes before its read for the others in its queue: after the
+    // first iteration it reads ahead for them (`read_for_predicted_sends`).
+    let ahead: Vec<u64> = figures.iter().map(|f| figure(f, "reads_ahead")).collect();
+    println!("local copies read ahead per rank: {ahead:?}");
+    assert!(ahead[0] > 0, "rank 0 never read ahead: {ahead:?}");
 }
 
 /// A program far ahead of its ranks' transfers: IV.7.2 for 1,500 iterations without a

@@ -7,7 +7,7 @@
 
 use super::issue::{blocks_in_vendor, issue, Deps, VendorCommand, VendorWork};
 use super::root_arc;
-use super::transfer_steps::{transfer, transfer_landing, Landed};
+use super::transfer_steps::{read_for_predicted_sends, transfer, transfer_landing, Landed};
 use crate::cl::*;
 use crate::config::Variant;
 use crate::context::{new_stream, Context};
@@ -296,13 +296,14 @@ fn copy_from_landed(
 }
 
 /// A small copy between two buffers of its device whose source range that device read
-/// for other ranks since it was last written there (`SentRead`): it writes its
-/// destination from the host bytes of that read, once they are in, instead of copying
-/// on the device. Such a write goes with the landed bytes written beside it in one
-/// vendor write (`RunAs::Merged`): an all-to-all's own piece lands among the others'.
+/// for other ranks since it was last written there (`SentRead`), or is about to
+/// (`read_for_predicted_sends`): it writes its destination from the host bytes of that
+/// read, once they are in, instead of copying on the device. Such a write goes with the
+/// landed bytes written beside it in one vendor write (`RunAs::Merged`): an
+/// all-to-all's own piece lands among the others'.
 fn copy_from_sent_read(
     cmd: &Command,
-    device: &Device,
+    device: &Arc<Device>,
     deps: &mut Vec<Arc<Event>>,
     event: &Arc<Event>,
 ) -> Option<Landing> {
@@ -315,16 +316,22 @@ fn copy_from_sent_read(
     if dst.id == src.id || dst.image.is_some() || src_range.len() > MERGED_AT_MOST {
         return None;
     }
-    let (read, block) = {
+    let range = src.root_range(src_range.start, src_range.len());
+    let range = range.start as usize..range.end as usize;
+    let sent = {
         let sent = src.root().sent_read.lock();
-        let s = sent.as_ref()?;
-        let range = src.root_range(src_range.start, src_range.len());
-        if s.device != device.index || s.range != (range.start as usize..range.end as usize) {
-            return None;
-        }
-        (s.read.clone(), s.block.upgrade()?)
+        (sent.current.as_ref())
+            .filter(|s| s.device == device.index && s.range == range)
+            .and_then(|s| Some((s.read.clone(), s.block.upgrade()?)))
     };
     let mem = dst.instance(device).ok()?;
+    let (read, block) = match sent {
+        Some(sent) => sent,
+        None => {
+            let ctx = &cmd.queue.context;
+            read_for_predicted_sends(ctx, device, &root_arc(src), range, deps.clone())?
+        }
+    };
     // The bytes are on the host once the read is done: the write waits for that, not
     // for the read's place on the device (a vendor may take the host bytes when the
     // write is enqueued).

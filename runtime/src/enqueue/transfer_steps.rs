@@ -360,11 +360,12 @@ fn send_to_device(
                 )
                 .map_err(|rc| bytes.fail_sends(i, &peer, rc))?;
                 if bytes.pieces.len() == 1 {
-                    *bytes.root.sent_read.lock() = Some(SentRead {
+                    bytes.root.sent_read.lock().note(SentRead {
                         device: src.index,
                         range: piece.clone(),
                         read: read.clone(),
                         block: Arc::downgrade(&block),
+                        unsent: false,
                     });
                 }
                 read
@@ -390,6 +391,52 @@ fn send_to_device(
     Ok(all_sent)
 }
 
+/// Reads `range` of `root` off `device` into a staging block ahead of the sends that
+/// its last sends predict (`SentReads::last`), and notes the read for them to share:
+/// an all-to-all's own piece (a small local copy) then lands from the read that feeds
+/// the other ranks, where a device copy would be one vendor command more on the
+/// device's issuer every iteration. `deps`: the copy's, which the read waits for too.
+pub(super) fn read_for_predicted_sends(
+    ctx: &Arc<Context>,
+    device: &Arc<Device>,
+    root: &Arc<Buffer>,
+    range: Range<usize>,
+    deps: Vec<Arc<Event>>,
+) -> Option<(Arc<Event>, Arc<Staging>)> {
+    if root.sent_read.lock().last != Some((device.index, range.clone())) {
+        return None;
+    }
+    let block = match ctx.pinned(device) {
+        Some(p) => Staging::near(range.len(), p),
+        None => Staging::new(range.len()),
+    }
+    .ok()?;
+    let read = local_transfer(
+        ctx,
+        device,
+        root,
+        Way::OnlyRead,
+        range.start,
+        range.len(),
+        block.addr(),
+        deps,
+    )
+    .ok()?;
+    // Until the read is done, whatever becomes of the copy.
+    read.keep(block.clone());
+    // The sends it is for wait on it, as on any read they share.
+    read.mark_urgent();
+    add(&COUNTERS.reads_ahead, 1);
+    root.sent_read.lock().note(SentRead {
+        device: device.index,
+        range,
+        read: read.clone(),
+        block: Arc::downgrade(&block),
+        unsent: true,
+    });
+    Some((read, block))
+}
+
 /// The read and block of an earlier one-piece send of the same bytes of `src`, while a
 /// send still holds the block: an all-to-all sends each source to every other rank, and
 /// reads it once.
@@ -397,12 +444,14 @@ fn shared_read(bytes: &StepBytes, src: &Device) -> Option<(Arc<Event>, Arc<Stagi
     let [piece] = bytes.pieces else {
         return None;
     };
-    let guard = bytes.root.sent_read.lock();
-    let s = guard.as_ref()?;
+    let mut guard = bytes.root.sent_read.lock();
+    let s = guard.current.as_mut()?;
     if s.device != src.index || s.range != *piece {
         return None;
     }
-    Some((s.read.clone(), s.block.upgrade()?))
+    let shared = (s.read.clone(), s.block.upgrade()?);
+    s.unsent = false;
+    Some(shared)
 }
 
 /// Receives each piece into a staging block and writes it to the device; a block is
