@@ -7,7 +7,8 @@
  * the kernel that wrote its source; the next kernel on a device waits for every copy
  * of its source: plain OpenCL event ordering across queues). With
  * cl_mirrorcl_attach_buffer, src[i] and dst[i] are attached to device i.
- * At the end every dst must hold every device's last pattern.
+ * At the end every dst must hold every device's last pattern; then each device
+ * copies its own piece alone, three times, checked each time.
  *
  * Environment: CLUSTER_ITERS (default 20). Prints the time of the iterations.
  */
@@ -126,6 +127,28 @@ int main(void)
         char what[64];
         snprintf(what, sizeof what, "dst of device %u", j);
         CHECK_MEM(got, ref, 4 * (size_t)n, 4, what);
+    }
+    /* Then each device copies only its own piece, three times: a device that sent its
+     * source every iteration may read it ahead for sends that no longer come
+     * (read_for_predicted_sends), and must still copy the right bytes. */
+    for (cl_uint r = 0; iters > 0 && r < 3; r++) {
+        cl_uint it = iters + r;
+        for (cl_uint d = 0; d < n; d++) {
+            MUST(clSetKernelArg(k, 0, sizeof(cl_mem), &src[d]));
+            MUST(clSetKernelArg(k, 1, sizeof d, &d));
+            MUST(clSetKernelArg(k, 2, sizeof it, &it));
+            MUST(clEnqueueNDRangeKernel(qs[d], k, 1, NULL, &four, NULL, 0, NULL, NULL));
+            MUST(clEnqueueCopyBuffer(qs[d], src[d], dst[d], 0, 16 * (size_t)d, 16, 0, NULL, NULL));
+        }
+        for (cl_uint d = 0; d < n; d++) {
+            uint32_t own[4], want[4];
+            for (uint32_t w = 0; w < 4; w++)
+                want[w] = pattern(d, it, w);
+            MUST(clEnqueueReadBuffer(qs[d], dst[d], CL_TRUE, 16 * (size_t)d, 16, own, 0, NULL, NULL));
+            char what[64];
+            snprintf(what, sizeof what, "own piece of device %u, local round %u", d, r);
+            CHECK_MEM(own, want, 4, 4, what);
+        }
     }
     for (cl_uint d = 0; d < n; d++) {
         MUST(clReleaseMemObject(src[d]));

@@ -328,8 +328,11 @@ fn copy_from_sent_read(
     let (read, block) = match sent {
         Some(sent) => sent,
         None => {
+            // The copy follows what is before it on its queue by that queue's order, not
+            // by `deps`: so must the read (it then goes behind it, on that queue).
+            let read_deps = deps.iter().cloned().chain(cmd.queue.last()).collect();
             let ctx = &cmd.queue.context;
-            read_for_predicted_sends(ctx, device, &root_arc(src), range, deps.clone())?
+            read_for_predicted_sends(ctx, device, &root_arc(src), range, read_deps)?
         }
     };
     // The bytes are on the host once the read is done: the write waits for that, not
