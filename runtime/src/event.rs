@@ -79,7 +79,9 @@ impl Join {
 
 /// The vendor event a command was issued as.
 pub struct VendorEvent {
-    pub ev: VEvent,
+    /// Shared by the commands it stands for (`IssuerState::back_with`) without asking
+    /// the vendor for a reference each.
+    pub ev: Arc<VEvent>,
     /// The vendor context it belongs to: only there can it be waited on directly.
     pub context: ContextKey,
     pub stream: u64,
@@ -425,7 +427,9 @@ impl Event {
     /// Asks the vendor to report completion (once), if the command reached it. On an
     /// issuer, with no application callback, the issuer polls the event instead and
     /// registers the callback only when it parks: NVIDIA enqueues 3-5 µs slower while
-    /// callbacks are pending.
+    /// callbacks are pending. The issuer asks here right after the vendor call, so it
+    /// does not poll first (the command was just enqueued): a merged write backs the
+    /// writes it carries, and one poll each held the kernel after them.
     fn request_vendor_callback(self: &Arc<Self>) {
         if self.vendor().is_none() {
             return;
@@ -437,7 +441,7 @@ impl Event {
             }
             st.vendor_callback = true;
         }
-        if self.poll() || (!self.has_user_callbacks() && crate::issuer::watch(self, false)) {
+        if (!self.has_user_callbacks() && crate::issuer::watch(self, false)) || self.poll() {
             return;
         }
         self.register_vendor_callback();

@@ -213,6 +213,7 @@ impl VendorCommand {
                 state.touched(&vqueue);
             }
             Ok(Ok((vqueue, context, Some(vev)))) => {
+                let vev = Arc::new(vev);
                 // Earlier commands first: whoever sees this one done may look at them.
                 state.back_with(&vqueue, &vev);
                 event.attach_vendor(VendorEvent {
