@@ -8,11 +8,46 @@
  * bytes from other ranks), two ways: "idle" (the queue drained before each call,
  * as in a chain that waits for another rank) and "busy" (calls back to back, as in a
  * burst). Then a kernel's round trip: how the host learns it is done, four ways.
+ * Last, the launch with an event beside what MirrorCL keeps around its issuer's
+ * calls: 4,096 completed events still held, and another thread polling an event all
+ * along.
  *
  *   cc -O2 -std=c11 -I tests/c benches/micro/vendorcalls.c -lOpenCL -lm -o vendorcalls
  *   CTEST_PLATFORM=NVIDIA ./vendorcalls
  */
 #include "../../tests/c/check.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+static atomic_int g_stop;
+
+/* Polls `arg` (a completed event) until told to stop. */
+static void *poll_beside(void *arg)
+{
+    cl_event ev = arg;
+    while (!atomic_load(&g_stop)) {
+        cl_int st;
+        clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
+    }
+    return NULL;
+}
+
+/* Median µs of `iters` kernel launches with an event, the queue drained before each. */
+static double launch_with_event(cl_command_queue q, cl_kernel k, double *t, int iters)
+{
+    size_t four = 4;
+    for (int i = -iters / 10; i < iters; i++) {
+        MUST(clFinish(q));
+        cl_event ev;
+        double t0 = ct_now_us();
+        MUST(clEnqueueNDRangeKernel(q, k, 1, NULL, &four, NULL, 0, NULL, &ev));
+        if (i >= 0)
+            t[i] = ct_now_us() - t0;
+        clReleaseEvent(ev);
+    }
+    return ct_median(t, (size_t)iters);
+}
 
 static const char *kSrc =
     "__kernel void fill(__global uint *s, uint dev, uint it) {"
@@ -143,6 +178,21 @@ int main(void)
         }
         printf("kernel_done_%s_us=%.2f ", kDone[way], ct_median(t, (size_t)iters));
     }
+    enum { LIVE = 4096 };
+    cl_event *live = malloc(sizeof(cl_event) * LIVE);
+    for (int i = 0; i < LIVE; i++)
+        MUST(clEnqueueNDRangeKernel(q, k, 1, NULL, &four, NULL, 0, NULL, &live[i]));
+    MUST(clFinish(q));
+    printf("kernel_event_4096_live_events_us=%.2f ", launch_with_event(q, k, t, iters));
+    pthread_t poller;
+    if (pthread_create(&poller, NULL, poll_beside, live[0]) != 0)
+        ct_die("pthread_create");
+    printf("kernel_event_beside_a_poller_us=%.2f ", launch_with_event(q, k, t, iters));
+    atomic_store(&g_stop, 1);
+    pthread_join(poller, NULL);
+    for (int i = 0; i < LIVE; i++)
+        clReleaseEvent(live[i]);
+    free(live);
     printf("\n");
     MUST(clEnqueueReadBuffer(q, b, CL_TRUE, 0, 16, host, 0, NULL, NULL));
     for (int j = 0; j < 4; j++)

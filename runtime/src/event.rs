@@ -77,11 +77,53 @@ impl Join {
     }
 }
 
+/// A vendor event, with the final status a poll found: the other commands it stands
+/// for (a kernel and the read after it, the writes a merged write carries) are then
+/// found done without asking the vendor again.
+pub struct SharedVEvent {
+    ev: VEvent,
+    /// `NOT_FOUND` until a poll found the vendor done with it.
+    found: AtomicI32,
+}
+
+const NOT_FOUND: cl_int = cl_int::MAX;
+
+impl SharedVEvent {
+    pub fn new(ev: VEvent) -> SharedVEvent {
+        SharedVEvent {
+            ev,
+            found: AtomicI32::new(NOT_FOUND),
+        }
+    }
+
+    /// The final status, if the vendor is done with the command.
+    fn final_status(&self) -> Option<cl_int> {
+        let found = self.found.load(Ordering::Acquire);
+        if found != NOT_FOUND {
+            return Some(found);
+        }
+        match self.ev.status() {
+            Ok(status) if status <= CL_COMPLETE => {
+                self.found.store(status, Ordering::Release);
+                Some(status)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl std::ops::Deref for SharedVEvent {
+    type Target = VEvent;
+    fn deref(&self) -> &VEvent {
+        &self.ev
+    }
+}
+
 /// The vendor event a command was issued as.
 pub struct VendorEvent {
     /// Shared by the commands it stands for (`IssuerState::back_with`) without asking
     /// the vendor for a reference each.
-    pub ev: Arc<VEvent>,
+    pub ev: Arc<SharedVEvent>,
     /// The vendor context it belongs to: only there can it be waited on directly.
     pub context: ContextKey,
     pub stream: u64,
@@ -516,10 +558,7 @@ impl Event {
 
     /// The vendor event's final status, if the vendor is done with it.
     fn vendor_final(&self) -> Option<cl_int> {
-        match self.vendor()?.ev.status() {
-            Ok(status) if status <= CL_COMPLETE => Some(status),
-            _ => None,
-        }
+        self.vendor()?.ev.final_status()
     }
 
     /// Moves the status forward to `stage` (never back, never from a final status),
@@ -602,6 +641,11 @@ impl Event {
     fn run_callbacks(self: &Arc<Self>, status: cl_int) {
         let due: Callbacks = {
             let mut st = self.state.lock();
+            // A command reaching its vendor (`CL_SUBMITTED`) has none due but an
+            // application's: its list is left as it is.
+            if !st.callbacks.iter().any(|cb| cb.due(status)) {
+                return;
+            }
             if st.callbacks.iter().all(|cb| cb.due(status)) {
                 std::mem::take(&mut st.callbacks)
             } else {

@@ -6,7 +6,7 @@
 
 use crate::cl::*;
 use crate::device::Device;
-use crate::event::{Event, VendorEvent};
+use crate::event::{Event, SharedVEvent, VendorEvent};
 use crate::issuer::{Inline, IssuerState, Job, JobInfo, Landing, RunAs};
 use crate::queue::Queue;
 use crate::vendor::{VContext, VEvent, VQueue};
@@ -213,7 +213,7 @@ impl VendorCommand {
                 state.touched(&vqueue);
             }
             Ok(Ok((vqueue, context, Some(vev)))) => {
-                let vev = Arc::new(vev);
+                let vev = Arc::new(SharedVEvent::new(vev));
                 // Earlier commands first: whoever sees this one done may look at them.
                 state.back_with(&vqueue, &vev);
                 event.attach_vendor(VendorEvent {
@@ -236,6 +236,7 @@ impl VendorCommand {
             Err(_) => event.complete(CL_OUT_OF_RESOURCES),
         }
         drop(keep_queue);
+        crate::issuer::leave(crate::issuer::Left::Events(deps));
     }
 }
 
