@@ -10,7 +10,8 @@
  * At the end every dst must hold every device's last pattern; then each device
  * copies its own piece alone, three times, checked each time.
  *
- * Environment: CLUSTER_ITERS (default 20). Prints the time of the iterations.
+ * Environment: CLUSTER_ITERS (default 20), CLUSTER_LOCAL_ROUNDS (default 3). Prints the
+ * time of the iterations.
  */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "check.h"
@@ -131,7 +132,9 @@ int main(void)
     /* Then each device copies only its own piece, three times: a device that sent its
      * source every iteration may read it ahead for sends that no longer come
      * (read_for_predicted_sends), and must still copy the right bytes. */
-    for (cl_uint r = 0; iters > 0 && r < 3; r++) {
+    const char *lenv = getenv("CLUSTER_LOCAL_ROUNDS");
+    cl_uint local_rounds = lenv && *lenv ? (cl_uint)atoi(lenv) : 3;
+    for (cl_uint r = 0; iters > 0 && r < local_rounds; r++) {
         cl_uint it = iters + r;
         for (cl_uint d = 0; d < n; d++) {
             MUST(clSetKernelArg(k, 0, sizeof(cl_mem), &src[d]));
