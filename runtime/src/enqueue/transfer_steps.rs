@@ -264,13 +264,18 @@ impl StepBytes<'_> {
     fn staging_blocks(&self, device: &Device) -> ClResult<Vec<Arc<Staging>>> {
         // An image's pieces are whole rows, which may exceed the usual piece size.
         let size = self.pieces.iter().map(Range::len).max().unwrap_or(0);
-        let pinned = self.ctx.pinned(device);
         (0..remote::WINDOW.min(self.pieces.len()))
-            .map(|_| match pinned {
-                Some(p) => Staging::near(size, p),
-                None => Staging::new(size),
-            })
+            .map(|_| staging_near(self.ctx, device, size))
             .collect()
+    }
+}
+
+/// A staging block of `len` bytes that `device` reads into or writes from: page-locked
+/// where its vendor context has a pool.
+fn staging_near(ctx: &Context, device: &Device, len: usize) -> ClResult<Arc<Staging>> {
+    match ctx.pinned(device) {
+        Some(p) => Staging::near(len, p),
+        None => Staging::new(len),
     }
 }
 
@@ -406,11 +411,7 @@ pub(super) fn read_for_predicted_sends(
     if root.sent_read.lock().last != Some((device.index, range.clone())) {
         return None;
     }
-    let block = match ctx.pinned(device) {
-        Some(p) => Staging::near(range.len(), p),
-        None => Staging::new(range.len()),
-    }
-    .ok()?;
+    let block = staging_near(ctx, device, range.len()).ok()?;
     let read = local_transfer(
         ctx,
         device,
