@@ -15,7 +15,7 @@ out="$root/target/bench/bin"
 mkdir -p "$out"
 cc -O2 -std=c11 -pthread -Itests/c -o "$out/cg" benches/apps/cg.c -lOpenCL -lm
 devices=$(printf 'pthread %.0s' $(seq 1 "${DEVICES:-4}"))
-export POCL_DEVICES="${devices% }" APP_SIZE="${APP_SIZE:-128}" POCL_KERNEL_CACHE=0
+export POCL_DEVICES="${devices% }" APP_SIZE="${APP_SIZE:-128}" POCL_KERNEL_CACHE="${POCL_KERNEL_CACHE:-0}"
 echo "cg: ${DEVICES:-4} PoCL devices, APP_SIZE=$APP_SIZE, $(nproc) cores, one process"
 native=() mirrorcl=()
 seconds() { grep -o "total_s=[0-9.]*" | cut -d= -f2; }

@@ -182,6 +182,8 @@ pub struct Event {
     /// Another rank waits for it (a read whose bytes are sent): an issuer polls it
     /// before the events only this rank waits for.
     urgent: std::sync::atomic::AtomicBool,
+    /// Launched without a vendor event, to be backed later (`issuer::Unbacked`).
+    unbacked: std::sync::atomic::AtomicBool,
     /// The command's name on every rank (`host_threads::next_command`; 0: none), which
     /// the message with its final status is tagged by once threads are named.
     pub command: AtomicU64,
@@ -264,6 +266,7 @@ impl Event {
             joins: OnceLock::new(),
             host_waited: std::sync::atomic::AtomicBool::new(false),
             urgent: std::sync::atomic::AtomicBool::new(false),
+            unbacked: std::sync::atomic::AtomicBool::new(false),
             command: AtomicU64::new(0),
             status: AtomicI32::new(if command_type == CL_COMMAND_USER {
                 CL_SUBMITTED
@@ -409,6 +412,25 @@ impl Event {
         self.vendor.get()
     }
 
+    /// Its kernel goes to the vendor without a vendor event (`issuer::Unbacked`).
+    pub fn set_unbacked(&self) {
+        self.unbacked.store(true, Ordering::Release);
+    }
+
+    /// Launched without a vendor event, and neither backed by one nor done yet.
+    pub fn is_unbacked(&self) -> bool {
+        self.unbacked.load(Ordering::Acquire) && self.vendor().is_none() && !self.is_done()
+    }
+
+    /// Something needs this unbacked kernel's completion: its issuer backs it.
+    fn request_backing(&self) {
+        if let Some(q) = self.queue() {
+            if q.device.local() {
+                q.device.issuer().back();
+            }
+        }
+    }
+
     /// The command reached its vendor: it now completes with the vendor event.
     pub fn attach_vendor(self: &Arc<Self>, vendor: VendorEvent) {
         if self.vendor.set(vendor).is_err() {
@@ -439,6 +461,10 @@ impl Event {
         }
         if let Some(v) = self.vendor() {
             return v.stream == stream || Some(v.context) == context;
+        }
+        if self.is_unbacked() {
+            // Its vendor queue's order is the only way to wait for it.
+            return self.stream == stream;
         }
         depth > 0
             && self.joins.get().is_some_and(|joins| {
@@ -474,6 +500,9 @@ impl Event {
     /// writes it carries, and one poll each held the kernel after them.
     fn request_vendor_callback(self: &Arc<Self>) {
         if self.vendor().is_none() {
+            if self.is_unbacked() {
+                self.request_backing();
+            }
             return;
         }
         {
@@ -807,6 +836,9 @@ impl Event {
         if self.is_done() {
             self.host_waited();
             return self.status();
+        }
+        if self.is_unbacked() {
+            self.request_backing();
         }
         let start = Instant::now();
         let traced = crate::trace::begin();

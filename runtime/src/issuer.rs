@@ -13,11 +13,11 @@ use std::time::Duration;
 
 /// Commands issued on one vendor queue without a vendor event of their own, waiting for
 /// the next command on that queue that has one.
-struct Deferred {
+pub struct Deferred {
     vqueue: Arc<VQueue>,
     context: ContextKey,
     stream: u64,
-    events: Vec<Arc<Event>>,
+    pub events: Vec<Arc<Event>>,
 }
 
 /// State an issuer job may use: the vendor queues to flush at the end of the batch, and
@@ -30,6 +30,32 @@ pub struct IssuerState {
     /// Held, not borrowed: the application may release a queue while its flush is due.
     dirty: Vec<Arc<VQueue>>,
     deferred: Vec<Deferred>,
+    /// The issuer's kernels launched without a vendor event by the thread that enqueued
+    /// them (`RunAs::Unbacked`), per vendor queue, with nothing after them there yet.
+    unbacked: Option<Unbacked>,
+}
+
+/// Kernels an application thread launched itself without a vendor event, where it asked
+/// for no event and only waits through `clFinish` or a blocking command of the same
+/// queue: NVIDIA charges an event 1.0-1.4 µs at the launch and more in the wait (a
+/// kernel and `clFinish` took 13.5-14.0 µs natively without one, 15.3-16.6 with one).
+/// Each is backed before anything else goes to its vendor queue: by the next command
+/// there that has its own event and waits for nothing else not done, by a blocking
+/// command's return, or by a marker; by `clFinish` of its queue (`Queue::finish`); or,
+/// once anything else needs its completion, by a marker the issuer enqueues
+/// (`Issuer::back`).
+pub type Unbacked = Arc<parking_lot::Mutex<Vec<Deferred>>>;
+
+/// How a job about to go to a vendor queue backs the unbacked kernels before it there.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Backing {
+    /// Its own vendor event, or the one of a later job of its batch, stands for them:
+    /// it waits for nothing not done off its queue.
+    Follows,
+    /// It blocks in the vendor and returns with them done.
+    Returns,
+    /// A marker with an event goes first.
+    Marker,
 }
 
 impl IssuerState {
@@ -81,6 +107,112 @@ impl IssuerState {
                 context: d.context,
                 stream: d.stream,
             });
+        }
+    }
+
+    /// Before a job goes to `vqueue`: the unbacked kernels there are backed as `how`
+    /// says; those a blocking job's return completes are handed back. A blocking job
+    /// first backs those of other vendor queues by markers: it may wait in the vendor,
+    /// through a bridge, for one of them.
+    pub fn back_unbacked_before(
+        &mut self,
+        vqueue: &Arc<VQueue>,
+        how: Backing,
+        blocking: bool,
+    ) -> Option<Deferred> {
+        let list = self.unbacked.clone()?;
+        let mine = {
+            let mut list = list.lock();
+            if list.is_empty() {
+                return None;
+            }
+            let mine = (list.iter())
+                .position(|d| Arc::ptr_eq(&d.vqueue, vqueue))
+                .map(|i| list.swap_remove(i));
+            if blocking {
+                for d in list.drain(..) {
+                    self.back_by_marker(d);
+                }
+            }
+            mine
+        };
+        let d = mine?;
+        match how {
+            Backing::Follows => {
+                // Before the batch's own deferred ones: they came later.
+                match (self.deferred.iter_mut()).find(|e| Arc::ptr_eq(&e.vqueue, vqueue)) {
+                    Some(e) => {
+                        let later = std::mem::replace(&mut e.events, d.events);
+                        e.events.extend(later);
+                    }
+                    None => self.deferred.push(d),
+                }
+                None
+            }
+            Backing::Returns => Some(d),
+            Backing::Marker => {
+                self.back_by_marker(d);
+                None
+            }
+        }
+    }
+
+    /// `event`'s kernel went to `vqueue` without a vendor event, nothing after it there.
+    pub fn leave_unbacked(
+        &mut self,
+        vqueue: &Arc<VQueue>,
+        context: ContextKey,
+        stream: u64,
+        event: Arc<Event>,
+    ) {
+        crate::stats::add(&crate::stats::COUNTERS.kernels_unbacked, 1);
+        let Some(list) = self.unbacked.as_ref() else {
+            // Not where unbacked kernels are kept: as within a batch.
+            return self.defer(vqueue, context, stream, event);
+        };
+        let mut list = list.lock();
+        match list.iter_mut().find(|d| Arc::ptr_eq(&d.vqueue, vqueue)) {
+            Some(d) => d.events.push(event),
+            None => list.push(Deferred {
+                vqueue: vqueue.clone(),
+                context,
+                stream,
+                events: vec![event],
+            }),
+        }
+    }
+
+    /// Backs every unbacked kernel by a marker on its vendor queue (`Issuer::back`).
+    fn back_all_unbacked(&mut self) {
+        let Some(list) = self.unbacked.clone() else {
+            return;
+        };
+        let taken = std::mem::take(&mut *list.lock());
+        for d in taken {
+            self.back_by_marker(d);
+        }
+    }
+
+    /// A marker with an event on `d`'s vendor queue stands for its commands; if the
+    /// vendor refuses one, the queue is waited for.
+    pub fn back_by_marker(&mut self, d: Deferred) {
+        crate::stats::add(
+            &crate::stats::COUNTERS.unbacked_by_marker,
+            d.events.len() as u64,
+        );
+        match d.vqueue.marker(&[], true) {
+            Ok(Some(ev)) => {
+                let ev = Arc::new(SharedVEvent::new(ev));
+                for e in &d.events {
+                    e.attach_vendor(VendorEvent {
+                        ev: ev.clone(),
+                        context: d.context,
+                        stream: d.stream,
+                    });
+                }
+                self.touched(&d.vqueue);
+            }
+            _ => finish_deferred(d),
         }
     }
 
@@ -145,6 +277,10 @@ pub struct JobInfo {
     /// An application command whose completion nothing awaits yet, or a blocking one:
     /// the thread handing it over may run it (`Issuer::send`).
     pub caller_may_run: bool,
+    /// A kernel launch the application asked no event for, not profiled, not blocking,
+    /// whose completion nothing awaits yet: the thread handing it over may launch it
+    /// without a vendor event (`Unbacked`).
+    pub may_go_unbacked: bool,
     /// The command's type and sequence number, for the trace.
     pub command_type: cl_command_type,
     pub seq: u64,
@@ -173,6 +309,8 @@ pub enum RunAs {
     Own,
     /// Without one: a later command's on its vendor queue stands for it (`sharing`).
     Shared,
+    /// Without one, launched by the thread that enqueued it: backed later (`Unbacked`).
+    Unbacked,
     /// Without a vendor call: a later job's write carries its bytes (`Merged`), and
     /// that write's vendor event stands for it.
     Absorbed,
@@ -184,7 +322,7 @@ pub enum RunAs {
 impl RunAs {
     /// Whether the job asks for no vendor event of its own.
     pub fn shares(&self) -> bool {
-        matches!(self, RunAs::Shared | RunAs::Absorbed)
+        matches!(self, RunAs::Shared | RunAs::Absorbed | RunAs::Unbacked)
     }
 }
 
@@ -234,10 +372,12 @@ impl JobInfo {
 /// A job and when it was handed to the issuer (for the trace; 0: not traced).
 type Handed = (Job, u64);
 
-/// What reaches an issuer: a job, or word that a dependency of a held job is done.
+/// What reaches an issuer: a job, word that a dependency of a held job is done, or
+/// that an unbacked kernel's completion is needed (`Issuer::back`).
 enum Message {
     Job(Handed),
     Wake,
+    Back,
 }
 
 pub struct Issuer {
@@ -259,6 +399,7 @@ struct Shared {
     running: Arc<parking_lot::Mutex<()>>,
     /// Jobs handed to the issuer thread and not run yet (in its channel, or held).
     pending: std::sync::atomic::AtomicUsize,
+    unbacked: Unbacked,
 }
 
 impl Shared {
@@ -290,6 +431,25 @@ impl Issuer {
             spin,
             policy,
             waited: Default::default(),
+        }
+    }
+
+    /// Something needs the completion of a kernel launched without a vendor event: the
+    /// issuer backs the unbacked ones by markers.
+    pub fn back(&self) {
+        let _ = self.tx.send(Message::Back);
+    }
+
+    /// `clFinish` of `vqueue` returned: its unbacked kernels are done.
+    pub fn complete_unbacked(&self, vqueue: &Arc<VQueue>) {
+        let done = {
+            let mut list = self.shared.unbacked.lock();
+            (list.iter())
+                .position(|d| Arc::ptr_eq(&d.vqueue, vqueue))
+                .map(|i| list.swap_remove(i))
+        };
+        for e in done.iter().flat_map(|d| &d.events) {
+            e.complete(CL_COMPLETE);
         }
     }
 
@@ -336,10 +496,17 @@ impl Issuer {
             if let Some(running) = self.shared.running.try_lock_arc() {
                 // Under the lock: every job handed over before has run.
                 if self.shared.pending.load(Ordering::Acquire) == 0 {
+                    // One thread's commands only: another's could go to the vendor
+                    // queue behind an unbacked kernel without backing it first.
+                    let lazy = self.policy == CallerIssues::Waited
+                        && job.info.may_go_unbacked
+                        && !crate::host_threads::several();
                     return Some(Inline {
                         _running: running,
                         job,
                         handed: crate::trace::begin(),
+                        unbacked: self.shared.unbacked.clone(),
+                        lazy,
                     });
                 }
             }
@@ -359,12 +526,23 @@ pub struct Inline {
     _running: parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>,
     job: Job,
     handed: u64,
+    unbacked: Unbacked,
+    /// The kernel goes without a vendor event (`Issuer::send`).
+    lazy: bool,
 }
 
 impl Inline {
     pub fn run(self) {
-        let mut state = IssuerState::default();
-        run_job(self.job, self.handed, RunAs::Own, &mut state);
+        let how = if self.lazy {
+            RunAs::Unbacked
+        } else {
+            RunAs::Own
+        };
+        let mut state = IssuerState {
+            unbacked: Some(self.unbacked),
+            ..Default::default()
+        };
+        run_job(self.job, self.handed, how, &mut state);
         state.flush();
     }
 }
@@ -552,7 +730,10 @@ fn run(
 ) {
     WATCHED.with(|w| *w.borrow_mut() = Some(Watching::default()));
     LEFT.with(|l| *l.borrow_mut() = Some(Vec::new()));
-    let mut state = IssuerState::default();
+    let mut state = IssuerState {
+        unbacked: Some(shared.unbacked.clone()),
+        ..Default::default()
+    };
     let mut batch: Vec<Handed> = Vec::new();
     let mut held = Held::default();
     loop {
@@ -565,11 +746,14 @@ fn run(
                     crate::trace::instant("issue", "woken", crate::trace_args![]);
                 }
             }
+            Some(Message::Back) => state.back_all_unbacked(),
             None => return,
         }
         while let Ok(message) = rx.try_recv() {
-            if let Message::Job(job) = message {
-                batch.push(job);
+            match message {
+                Message::Job(job) => batch.push(job),
+                Message::Back => state.back_all_unbacked(),
+                Message::Wake => {}
             }
         }
         // Held jobs came first: they go before the batch when they can.

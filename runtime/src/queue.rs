@@ -196,6 +196,14 @@ impl Queue {
             self.waited_through(through);
             return Ok(());
         };
+        // Launched without a vendor event, nothing after it on its vendor queue: the
+        // vendor's own `clFinish`, as the program would call it natively.
+        if let Some(vq) = self.vqueue.as_ref().filter(|_| last.is_unbacked()) {
+            if vq.finish().is_ok() {
+                self.device.issuer().complete_unbacked(vq);
+                last.complete(CL_COMPLETE);
+            }
+        }
         last.wait();
         let pending: Vec<Arc<Event>> = {
             let mut q = self.inflight.lock();

@@ -65,6 +65,8 @@ counters! {
     pace_ns: "time enqueues waited for a queue's oldest commands (MIRRORCL_AHEAD) (ns)",
     writes_merged: "writes of landed bytes that went in the vendor write of the bytes beside them",
     reads_ahead: "small local copies made from a read taken ahead for the sends their source's last sends predict",
+    kernels_unbacked: "kernels the enqueuing thread launched without a vendor event (issuer::Unbacked)",
+    unbacked_by_marker: "of those, kernels backed by a marker because something else needed their completion",
 }
 
 pub static COUNTERS: Counters = Counters::new();

@@ -1026,6 +1026,7 @@ pub const PROGRAMS: &[&str] = &[
     "images",
     "threads_one_process",
     "memory_bounded",
+    "wait_paths",
 ];
 
 /// The programs written for cluster runs (`tests/tests/cluster.rs`): ordinary

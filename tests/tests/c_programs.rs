@@ -111,6 +111,7 @@ c_program!(images);
 // Host threads of one process (one rank: threads on several ranks are not supported).
 c_program!(threads_one_process);
 c_program!(memory_bounded);
+c_program!(wait_paths);
 
 /// The suite covers every program listed in the library.
 #[test]
@@ -129,6 +130,7 @@ fn all_programs_have_tests() {
         "images",
         "threads_one_process",
         "memory_bounded",
+        "wait_paths",
     ];
     assert_eq!(mirrorcl_tests::PROGRAMS, covered);
 }

@@ -712,6 +712,7 @@ fn ndrange(
         local,
         args,
         waits,
+        event.is_null(),
     )?;
     return_event(ev, event);
     Ok(())

@@ -100,6 +100,7 @@ pub fn rw_buffer(
             blocking,
             fills_host: (!write).then_some(HostSpan::Contiguous { ptr, len: size }),
             waits_on_queue: false,
+            unseen: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             // SAFETY: the application keeps `ptr` valid until the command completes
@@ -146,6 +147,7 @@ pub fn copy_buffer(
             blocking: false,
             fills_host: None,
             waits_on_queue: false,
+            unseen: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             q.copy_buffer(&*s?, &*d?, src_offset, dst_offset, size, waits, want)
@@ -200,6 +202,7 @@ pub fn rw_rect(
                 slice_pitch: host.slice_pitch,
             }),
             waits_on_queue: false,
+            unseen: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             // SAFETY: validated rectangles; the application keeps `ptr` valid until
@@ -247,6 +250,7 @@ pub fn copy_rect(
             blocking: false,
             fills_host: None,
             waits_on_queue: false,
+            unseen: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             q.copy_rect(&*sm?, &*dm?, &s, &d, &region, waits, want)
@@ -273,6 +277,7 @@ pub fn fill_buffer(
             blocking: false,
             fills_host: None,
             waits_on_queue: false,
+            unseen: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             q.fill(&*m?, &pattern, offset, size, waits, want)

@@ -44,6 +44,7 @@ pub fn map_buffer(
             blocking: false,
             fills_host: None,
             waits_on_queue: false,
+            unseen: false,
         },
         Work::Host,
     )?;
@@ -92,6 +93,7 @@ pub fn unmap(
             blocking: false,
             fills_host: None,
             waits_on_queue: false,
+            unseen: false,
         },
         Work::Host,
     )
@@ -120,6 +122,7 @@ pub fn marker(
             blocking: false,
             fills_host: None,
             waits_on_queue,
+            unseen: false,
         },
         Work::Host,
     )
@@ -167,6 +170,7 @@ pub fn migrate(
             blocking: false,
             fills_host: None,
             waits_on_queue: false,
+            unseen: false,
         },
         work,
     )

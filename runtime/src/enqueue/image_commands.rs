@@ -128,6 +128,7 @@ pub fn rw_image(
             blocking,
             fills_host: (!write).then(|| host_span(&shape, ptr, region, pitches)),
             waits_on_queue: false,
+            unseen: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             let mem = m?;
@@ -198,6 +199,7 @@ pub fn copy_image(
             blocking: false,
             fills_host: None,
             waits_on_queue: false,
+            unseen: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             let (s, d) = (s?, d?);
@@ -237,6 +239,7 @@ pub fn fill_image(
             blocking: false,
             fills_host: None,
             waits_on_queue: false,
+            unseen: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             let mem = m?;
@@ -294,6 +297,7 @@ pub fn copy_image_buffer(
             blocking: false,
             fills_host: None,
             waits_on_queue: false,
+            unseen: false,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             let (i, b) = (i?, b?);
@@ -344,6 +348,7 @@ pub fn map_image(
             blocking: false,
             fills_host: None,
             waits_on_queue: false,
+            unseen: false,
         },
         Work::Host,
     )?;

@@ -7,7 +7,7 @@
 use crate::cl::*;
 use crate::device::Device;
 use crate::event::{Event, SharedVEvent, VendorEvent};
-use crate::issuer::{Inline, IssuerState, Job, JobInfo, Landing, RunAs};
+use crate::issuer::{Backing, Inline, IssuerState, Job, JobInfo, Landing, RunAs};
 use crate::queue::Queue;
 use crate::vendor::{VContext, VEvent, VQueue};
 use crate::ClResult;
@@ -48,6 +48,8 @@ pub(super) struct VendorCommand {
     /// `copy_from_sent_read`): the issuer may write them together with the landed bytes
     /// beside them (`RunAs::Merged`).
     pub landing: Option<Landing>,
+    /// The application asked for no event (`Command::unseen`).
+    pub unseen: bool,
 }
 
 impl Landing {
@@ -120,6 +122,15 @@ pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
         // completions are polled by the issuer thread, not by a caller gone back to the
         // application.
         caller_may_run: cmd.keep_queue.is_some() && (cmd.blocking || !cmd.event.awaited()),
+        may_go_unbacked: cmd.unseen
+            && !cmd.blocking
+            && !cmd.event.profiling
+            && cmd.keep_queue.is_some()
+            && !cmd.event.awaited()
+            && matches!(
+                cmd.event.command_type,
+                CL_COMMAND_NDRANGE_KERNEL | CL_COMMAND_TASK
+            ),
         command_type: cmd.event.command_type,
         seq: cmd.event.seq,
         order: ISSUE_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -149,15 +160,18 @@ impl VendorCommand {
             keep_queue,
             blocking,
             landing: _,
+            unseen: _,
         } = self;
         let share = how.shares();
+        let lazy = matches!(how, RunAs::Unbacked);
+        let has_event = matches!(how, RunAs::Own | RunAs::Shared | RunAs::Merged { .. });
         let f = match how {
             RunAs::Absorbed => None,
             RunAs::Merged { write, bytes } => {
                 event.keep(bytes);
                 Some(write.work())
             }
-            RunAs::Own | RunAs::Shared => Some(f),
+            RunAs::Own | RunAs::Shared | RunAs::Unbacked => Some(f),
         };
         let stream = event.stream;
         let done_on_return = blocking && !event.profiling;
@@ -178,6 +192,11 @@ impl VendorCommand {
             // until a flush).
             state.flush();
         }
+        if lazy {
+            // Before the call: whoever needs its completion from now on asks for it.
+            event.set_unbacked();
+        }
+        let mut returns_with: Option<crate::issuer::Deferred> = None;
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let vqueue = vqueue?;
             let vctx = &event.context.vendor_context_of(group)?.vctx;
@@ -193,6 +212,19 @@ impl VendorCommand {
                 // Absorbed: the merged write that follows on this queue stands for it.
                 return Ok((vqueue, vctx.key(), None));
             };
+            if !lazy {
+                // The unbacked kernels before it on its vendor queue: its event may stand
+                // for them only if it waits for nothing else not done.
+                let quiet = (deps.iter()).all(|d| d.is_done() || d.stream == stream);
+                let backing = if done_on_return {
+                    Backing::Returns
+                } else if has_event && quiet {
+                    Backing::Follows
+                } else {
+                    Backing::Marker
+                };
+                returns_with = state.back_unbacked_before(&vqueue, backing, blocking);
+            }
             let traced = crate::trace::begin();
             let vev = f(&vqueue, &waits.list, !share && !done_on_return);
             if traced != 0 {
@@ -207,7 +239,18 @@ impl VendorCommand {
             let vev = vev?;
             Ok::<_, cl_int>((vqueue, vctx.key(), vev))
         }));
+        if let Some(d) = returns_with {
+            match result {
+                // In order: the kernels before it on its queue are done.
+                Ok(Ok(_)) => d.events.iter().for_each(|e| e.complete(CL_COMPLETE)),
+                _ => state.back_by_marker(d),
+            }
+        }
         match result {
+            Ok(Ok((vqueue, context, _))) if lazy => {
+                state.leave_unbacked(&vqueue, context, stream, event.clone());
+                state.touched(&vqueue);
+            }
             Ok(Ok((vqueue, context, _))) if share => {
                 state.defer(&vqueue, context, stream, event.clone());
                 state.touched(&vqueue);

@@ -12,7 +12,7 @@ use mirrorcl_scheduler::Mode;
 use std::sync::Arc;
 
 /// `clEnqueueNDRangeKernel` after validation. `args` is the snapshot of the kernel's
-/// arguments at enqueue time.
+/// arguments at enqueue time; `unseen`: the application asked for no event.
 #[allow(clippy::too_many_arguments)]
 pub fn ndrange(
     queue: &Arc<Queue>,
@@ -24,6 +24,7 @@ pub fn ndrange(
     local: Option<[usize; 3]>,
     args: Vec<ArgValue>,
     wait_list: Vec<Arc<Event>>,
+    unseen: bool,
 ) -> ClResult<Arc<Event>> {
     let mut accesses = Vec::new();
     // Only this rank's devices run it: elsewhere the accesses alone matter.
@@ -71,6 +72,7 @@ pub fn ndrange(
             blocking: false,
             fills_host: None,
             waits_on_queue: false,
+            unseen,
         },
         Work::Vendor(Box::new(move |q, waits, want| {
             if let Some(rc) = instance_failure {

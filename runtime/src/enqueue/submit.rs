@@ -50,6 +50,9 @@ pub struct Command {
     /// The wait list is the queue's unfinished commands (a marker without a list):
     /// which those are depends on timing, so it differs between ranks.
     pub waits_on_queue: bool,
+    /// The application asked for no event: only its queue's order, `clFinish` and
+    /// MirrorCL's own dependencies see the command complete (`JobInfo::may_go_unbacked`).
+    pub unseen: bool,
 }
 
 /// Plans and submits a command; returns its event.
@@ -470,6 +473,7 @@ fn route(
         keep_queue: Some(queue.clone()),
         blocking: blocks_in_vendor(cmd.blocking, device),
         landing: landing.take(),
+        unseen: cmd.unseen,
     };
     match (work, runs_here, shared_read) {
         (Work::Vendor(f), true, None) => {

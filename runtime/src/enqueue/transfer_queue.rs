@@ -225,6 +225,7 @@ fn issue_transfer(
             keep_queue: None,
             blocking: false,
             landing: None,
+            unseen: false,
         },
     ) {
         job.run();
