@@ -1192,6 +1192,11 @@ pub fn polled_status(event: &Arc<Event>) -> cl_int {
     };
     match answer {
         Some(status) => {
+            if status == CL_COMPLETE && !event.is_done() {
+                // The owner is done, this rank's part may not be: a read's bytes may
+                // still be on their way here, and the program reads them next.
+                event.wait();
+            }
             event.adopt(status);
             if status == CL_COMPLETE {
                 event.host_waited();

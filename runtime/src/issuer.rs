@@ -210,7 +210,8 @@ impl IssuerState {
                         stream: d.stream,
                     });
                 }
-                self.touched(&d.vqueue);
+                // At once: a blocking job may wait, through a bridge, for one of them.
+                let _ = d.vqueue.flush();
             }
             _ => finish_deferred(d),
         }

@@ -180,6 +180,14 @@ impl Queue {
         }
     }
 
+    /// The program lets go of the queue: a kernel left without a vendor event there is
+    /// backed now, so that it completes and lets go of what it keeps.
+    pub fn back_unbacked(&self) {
+        if self.last().is_some_and(|e| e.is_unbacked()) {
+            self.device.issuer().back();
+        }
+    }
+
     /// Every command not yet known complete (for markers, barriers and finish).
     pub fn pending(&self) -> Vec<Arc<Event>> {
         let mut q = self.inflight.lock();

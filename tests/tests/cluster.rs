@@ -46,6 +46,7 @@ cluster_program!(vendor_fidelity: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 cluster_program!(lifetimes: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 cluster_program!(images: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 cluster_program!(memory_bounded: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
+cluster_program!(wait_paths: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 
 /// Build results are the owners': every rank prints the same status, log length and
 /// log hash for every device, and the same kernel work-group answers.
@@ -123,6 +124,26 @@ fn caller_issues_in_a_cluster() {
     for program in ["cluster_stencil", "cluster_alltoall", "cluster_vecadd"] {
         check_cluster(program, 2, 2, &[("MIRRORCL_CALLER_ISSUES", "waited")]);
     }
+}
+
+/// A kernel the program asked no event for, launched by its own thread after a wait (as
+/// for GPUs: `MIRRORCL_CALLER_ISSUES=waited`), goes to the vendor without a vendor event
+/// and is backed later (`issuer::Unbacked`). `wait_paths` awaits such kernels every way,
+/// bit-exact on every rank; some need a marker (another device waits for them). Also
+/// with jobs held as for GPUs (`MIRRORCL_HOLD_ALL=1`).
+#[test]
+fn kernels_launched_without_a_vendor_event() {
+    let waited = ("MIRRORCL_CALLER_ISSUES", "waited");
+    for (ranks, devs) in [(1, 3), (2, 1)] {
+        let figures = cluster_figures("wait_paths", ranks, devs, &[waited]);
+        let f = &figures[0];
+        assert!(
+            figure(f, "kernels_unbacked") > 0 && figure(f, "unbacked_by_marker") > 0,
+            "{ranks} rank(s): no kernel went without a vendor event, or none was backed by \
+             a marker: {f}"
+        );
+    }
+    check_cluster("wait_paths", 3, 2, &[waited, ("MIRRORCL_HOLD_ALL", "1")]);
 }
 
 /// The GPUs' way of issuing, on CPU devices (`MIRRORCL_HOLD_ALL=1`, as for every vendor

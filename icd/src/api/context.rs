@@ -240,6 +240,9 @@ entry! {
 entry! {
     fn clReleaseCommandQueue(queue: cl_command_queue) -> cl_int {
         // Issuers flush after every batch, which is the implicit flush asked for here.
+        if let Ok(q) = Queue::from_handle(queue) {
+            q.back_unbacked();
+        }
         Queue::release_handle(queue).map(|_| ())
     }
 }
