@@ -120,22 +120,23 @@ impl IssuerState {
         how: Backing,
         blocking: bool,
     ) -> Option<Deferred> {
-        let list = self.unbacked.clone()?;
-        let mine = {
-            let mut list = list.lock();
+        let (mine, others) = {
+            let mut list = self.unbacked.as_ref()?.lock();
             if list.is_empty() {
                 return None;
             }
             let mine = (list.iter())
                 .position(|d| Arc::ptr_eq(&d.vqueue, vqueue))
                 .map(|i| list.swap_remove(i));
-            if blocking {
-                for d in list.drain(..) {
-                    self.back_by_marker(d);
-                }
-            }
-            mine
+            let others: Vec<Deferred> = match blocking {
+                true => list.drain(..).collect(),
+                false => Vec::new(),
+            };
+            (mine, others)
         };
+        for d in others {
+            self.back_by_marker(d);
+        }
         let d = mine?;
         match how {
             Backing::Follows => {
