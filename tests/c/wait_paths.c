@@ -16,6 +16,12 @@
  *   6. a marker on queue 0, and a kernel on the last device that waits for it and reads
  *      A (B = A + 1), then clFinish of that queue.
  * Every value is checked bit-exactly against the host's count after every round.
+ *
+ * WAIT_PATHS_FAIL (with MirrorCL's MIRRORCL_INJECT_FAILURE making its vendor call fail)
+ * names a command that fails right after such a kernel, and the program expects it to:
+ *   follow: command 6, round 2's second kernel (its bump never happens);
+ *   return: command 4, round 1's blocking read (it reports the failure).
+ * The kernel before it must still complete, and every later round pass.
  */
 #include "check.h"
 
@@ -49,6 +55,8 @@ int main(void)
     MUST(clSetKernelArg(plus_one, 1, sizeof b, &b));
     size_t global = WORDS;
     uint32_t count = 0; /* how many times every word of A was bumped */
+    const char *fail = getenv("WAIT_PATHS_FAIL");
+    int fail_follow = fail && !strcmp(fail, "follow"), fail_return = fail && !strcmp(fail, "return");
     for (int round = 0; round < ROUNDS; round++) {
         MUST(clFinish(q0));
         MUST(clEnqueueNDRangeKernel(q0, bump, 1, NULL, &global, NULL, 0, NULL, NULL));
@@ -61,11 +69,17 @@ int main(void)
             MUST(clEnqueueReadBuffer(q0, a, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL));
             break;
         case 1:
+            if (fail_return && round == 1) {
+                CHECK(clEnqueueReadBuffer(q0, a, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL),
+                      CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+                continue;
+            }
             MUST(clEnqueueReadBuffer(q0, a, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL));
             break;
         case 2:
             MUST(clEnqueueNDRangeKernel(q0, bump, 1, NULL, &global, NULL, 0, NULL, NULL));
-            count++;
+            if (!(fail_follow && round == 2))
+                count++;
             want = count;
             MUST(clEnqueueReadBuffer(q0, a, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL));
             break;

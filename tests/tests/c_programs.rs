@@ -113,6 +113,27 @@ c_program!(threads_one_process);
 c_program!(memory_bounded);
 c_program!(wait_paths);
 
+/// A command that fails right after a kernel launched without a vendor event (as for
+/// GPUs; `MIRRORCL_INJECT_FAILURE` fails its vendor call): the kernel still completes, and
+/// every later round of `wait_paths` passes. Round 2's second kernel was to back the
+/// first by its own event; round 1's blocking read, by its return.
+#[test]
+fn wait_paths_when_the_backing_command_fails() {
+    for (fail, command) in [("follow", "6:-5"), ("return", "4:-5")] {
+        check_program_with(
+            "wait_paths",
+            Way::Preload,
+            3,
+            &[
+                ("MIRRORCL_CALLER_ISSUES", "waited"),
+                ("MIRRORCL_HOLD_ALL", "1"),
+                ("MIRRORCL_INJECT_FAILURE", command),
+                ("WAIT_PATHS_FAIL", fail),
+            ],
+        );
+    }
+}
+
 /// The suite covers every program listed in the library.
 #[test]
 fn all_programs_have_tests() {
