@@ -20,6 +20,19 @@ pub struct Deferred {
     pub events: Vec<Arc<Event>>,
 }
 
+impl Deferred {
+    /// `ev`, of a later command on their vendor queue, stands for them.
+    fn back_with(&self, ev: &Arc<SharedVEvent>) {
+        for e in &self.events {
+            e.attach_vendor(VendorEvent {
+                ev: ev.clone(),
+                context: self.context,
+                stream: self.stream,
+            });
+        }
+    }
+}
+
 /// State an issuer job may use: the vendor queues to flush at the end of the batch, and
 /// the kernels issued without a vendor event of their own. Asking a vendor for an event
 /// per command is costly (NVIDIA records one per command), so within a batch a kernel
@@ -100,14 +113,7 @@ impl IssuerState {
         else {
             return;
         };
-        let d = self.deferred.swap_remove(i);
-        for e in &d.events {
-            e.attach_vendor(VendorEvent {
-                ev: ev.clone(),
-                context: d.context,
-                stream: d.stream,
-            });
-        }
+        self.deferred.swap_remove(i).back_with(ev);
     }
 
     /// Before a job goes to `vqueue`: the unbacked kernels there are backed as `how`
@@ -203,14 +209,7 @@ impl IssuerState {
         );
         match d.vqueue.marker(&[], true) {
             Ok(Some(ev)) => {
-                let ev = Arc::new(SharedVEvent::new(ev));
-                for e in &d.events {
-                    e.attach_vendor(VendorEvent {
-                        ev: ev.clone(),
-                        context: d.context,
-                        stream: d.stream,
-                    });
-                }
+                d.back_with(&Arc::new(SharedVEvent::new(ev)));
                 // At once: a blocking job may wait, through a bridge, for one of them.
                 let _ = d.vqueue.flush();
             }
