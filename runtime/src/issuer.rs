@@ -441,16 +441,26 @@ impl Issuer {
         let _ = self.tx.send(Message::Back);
     }
 
-    /// `clFinish` of `vqueue` returned: its unbacked kernels are done.
-    pub fn complete_unbacked(&self, vqueue: &Arc<VQueue>) {
-        let done = {
-            let mut list = self.shared.unbacked.lock();
-            (list.iter())
-                .position(|d| Arc::ptr_eq(&d.vqueue, vqueue))
-                .map(|i| list.swap_remove(i))
-        };
-        for e in done.iter().flat_map(|d| &d.events) {
+    /// The unbacked kernels on `vqueue` now, each already enqueued there (an event is
+    /// listed once its vendor call returned).
+    pub fn unbacked_on(&self, vqueue: &Arc<VQueue>) -> Vec<Arc<Event>> {
+        (self.shared.unbacked.lock().iter())
+            .find(|d| Arc::ptr_eq(&d.vqueue, vqueue))
+            .map_or_else(Vec::new, |d| d.events.clone())
+    }
+
+    /// `clFinish` of `vqueue`, called after `unbacked_on` answered `done`, returned:
+    /// those are complete.
+    pub fn finished_unbacked(&self, vqueue: &Arc<VQueue>, done: &[Arc<Event>]) {
+        for e in done {
             e.complete(CL_COMPLETE);
+        }
+        let mut list = self.shared.unbacked.lock();
+        if let Some(i) = list.iter().position(|d| Arc::ptr_eq(&d.vqueue, vqueue)) {
+            list[i].events.retain(|e| !e.is_done());
+            if list[i].events.is_empty() {
+                list.swap_remove(i);
+            }
         }
     }
 

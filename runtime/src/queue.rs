@@ -205,11 +205,13 @@ impl Queue {
             return Ok(());
         };
         // Launched without a vendor event, nothing after it on its vendor queue: the
-        // vendor's own `clFinish`, as the program would call it natively.
+        // vendor's own `clFinish`, as the program would call it natively. Only once its
+        // vendor call has returned (listed), or that `clFinish` might not cover it.
         if let Some(vq) = self.vqueue.as_ref().filter(|_| last.is_unbacked()) {
-            if vq.finish().is_ok() {
-                self.device.issuer().complete_unbacked(vq);
-                last.complete(CL_COMPLETE);
+            let issuer = self.device.issuer();
+            let issued = issuer.unbacked_on(vq);
+            if issued.iter().any(|e| Arc::ptr_eq(e, &last)) && vq.finish().is_ok() {
+                issuer.finished_unbacked(vq, &issued);
             }
         }
         last.wait();
