@@ -965,6 +965,7 @@ impl Event {
                 d.status(),
                 match d.vendor() {
                     Some(v) => format!("in the vendor (its status {:?})", v.ev.status()),
+                    None if d.is_unbacked() => "in the vendor, without a vendor event yet".into(),
                     None => "not issued".into(),
                 }
             ));
