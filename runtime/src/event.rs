@@ -423,7 +423,7 @@ impl Event {
     }
 
     /// Something needs this unbacked kernel's completion: its issuer backs it.
-    fn request_backing(&self) {
+    pub fn request_backing(&self) {
         if let Some(q) = self.queue() {
             if q.device.local() {
                 q.device.issuer().back();

@@ -60,7 +60,6 @@ pub struct IssuerState {
 pub type Unbacked = Arc<parking_lot::Mutex<Vec<Deferred>>>;
 
 /// How a job about to go to a vendor queue backs the unbacked kernels before it there.
-#[derive(Clone, Copy, PartialEq)]
 pub enum Backing {
     /// Its own vendor event, or the one of a later job of its batch, stands for them:
     /// it waits for nothing not done off its queue.
@@ -117,13 +116,13 @@ impl IssuerState {
     }
 
     /// Before a job goes to `vqueue`: the unbacked kernels there are backed as `how`
-    /// says; those a blocking job's return completes are handed back. A blocking job
+    /// says (asked only when there are some); those a blocking job's return completes are handed back. A blocking job
     /// first backs those of other vendor queues by markers: it may wait in the vendor,
     /// through a bridge, for one of them.
     pub fn back_unbacked_before(
         &mut self,
         vqueue: &Arc<VQueue>,
-        how: Backing,
+        how: impl FnOnce() -> Backing,
         blocking: bool,
     ) -> Option<Deferred> {
         let (mine, others) = {
@@ -144,7 +143,7 @@ impl IssuerState {
             self.back_by_marker(d);
         }
         let d = mine?;
-        match how {
+        match how() {
             Backing::Follows => {
                 // Before the batch's own deferred ones: they came later.
                 match (self.deferred.iter_mut()).find(|e| Arc::ptr_eq(&e.vqueue, vqueue)) {
@@ -191,7 +190,7 @@ impl IssuerState {
 
     /// Backs every unbacked kernel by a marker on its vendor queue (`Issuer::back`).
     fn back_all_unbacked(&mut self) {
-        let Some(list) = self.unbacked.clone() else {
+        let Some(list) = self.unbacked.as_ref() else {
             return;
         };
         let taken = std::mem::take(&mut *list.lock());

@@ -183,8 +183,8 @@ impl Queue {
     /// The program lets go of the queue: a kernel left without a vendor event there is
     /// backed now, so that it completes and lets go of what it keeps.
     pub fn back_unbacked(&self) {
-        if self.last().is_some_and(|e| e.is_unbacked()) {
-            self.device.issuer().back();
+        if let Some(e) = self.last().filter(|e| e.is_unbacked()) {
+            e.request_backing();
         }
     }
 

@@ -100,16 +100,20 @@ pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
     // Its completion then completes the dependencies the vendor waits for silently.
     cmd.event.waits_for(&cmd.deps.all);
     let free = cmd.deps.all.iter().all(|d| d.is_done());
+    // A kernel launch that returns at once, on a queue that does not profile.
+    let launch = !cmd.blocking
+        && !cmd.event.profiling
+        && matches!(
+            cmd.event.command_type,
+            CL_COMMAND_NDRANGE_KERNEL | CL_COMMAND_TASK
+        );
+    // Not a transfer step, nor a read whose bytes go to other ranks: their completions
+    // are polled by the issuer thread, not by a caller gone back to the application.
+    let caller_may_run = cmd.keep_queue.is_some() && (cmd.blocking || !cmd.event.awaited());
     let info = JobInfo {
         vqueue: cmd.vqueue.as_ref().map_or(0, |q| q.raw() as usize),
         event: cmd.event.clone(),
-        may_share: !cmd.blocking
-            && !cmd.event.profiling
-            && matches!(
-                cmd.event.command_type,
-                CL_COMMAND_NDRANGE_KERNEL | CL_COMMAND_TASK
-            )
-            && free,
+        may_share: launch && free,
         blocking: cmd.blocking,
         deps: cmd.deps.all.clone(),
         behind: std::mem::take(&mut cmd.deps.behind),
@@ -118,19 +122,8 @@ pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
         free,
         // Transfer steps' events belong to no application queue.
         late: cmd.event.command_type == CL_COMMAND_WRITE_BUFFER && cmd.event.queue_handle == 0,
-        // Not a transfer step, nor a read whose bytes go to other ranks: their
-        // completions are polled by the issuer thread, not by a caller gone back to the
-        // application.
-        caller_may_run: cmd.keep_queue.is_some() && (cmd.blocking || !cmd.event.awaited()),
-        may_go_unbacked: cmd.unseen
-            && !cmd.blocking
-            && !cmd.event.profiling
-            && cmd.keep_queue.is_some()
-            && !cmd.event.awaited()
-            && matches!(
-                cmd.event.command_type,
-                CL_COMMAND_NDRANGE_KERNEL | CL_COMMAND_TASK
-            ),
+        caller_may_run,
+        may_go_unbacked: launch && caller_may_run && cmd.unseen,
         command_type: cmd.event.command_type,
         seq: cmd.event.seq,
         order: ISSUE_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -215,13 +208,15 @@ impl VendorCommand {
             if !lazy {
                 // The unbacked kernels before it on its vendor queue: its event may stand
                 // for them only if it waits for nothing else not done.
-                let quiet = (deps.iter()).all(|d| d.is_done() || d.stream == stream);
-                let backing = if done_on_return {
-                    Backing::Returns
-                } else if has_event && quiet {
-                    Backing::Follows
-                } else {
-                    Backing::Marker
+                let backing = || {
+                    if done_on_return {
+                        Backing::Returns
+                    } else if has_event && (deps.iter()).all(|d| d.is_done() || d.stream == stream)
+                    {
+                        Backing::Follows
+                    } else {
+                        Backing::Marker
+                    }
                 };
                 returns_with = state.back_unbacked_before(&vqueue, backing, blocking);
             }
