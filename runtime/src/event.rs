@@ -129,6 +129,9 @@ pub struct VendorEvent {
     pub stream: u64,
 }
 
+/// The commands an event waits for inside its vendor (`State::waits_for`).
+type Waited = SmallVec<[Weak<Event>; 4]>;
+
 #[derive(Default)]
 struct State {
     callbacks: Callbacks,
@@ -137,10 +140,11 @@ struct State {
     /// rest complete when a waiter waits in the vendor or a poll finds them done.
     vendor_callback: bool,
     /// Objects that must outlive the command (buffers whose memory it touches).
-    keep: Vec<Arc<dyn Any + Send + Sync>>,
+    /// Inline for the few of a command: no allocation per command.
+    keep: SmallVec<[Arc<dyn Any + Send + Sync>; 4]>,
     /// The commands this one waits for inside its vendor (directly, or by the order of
     /// one vendor queue): done once this one is, though nothing tells MirrorCL so.
-    waits_for: Vec<Weak<Event>>,
+    waits_for: Waited,
 }
 
 #[repr(C)]
@@ -643,7 +647,7 @@ impl Event {
 
     /// Completes this event alone: the commands it waited for, or `None` if another
     /// final status came first.
-    fn settle(self: &Arc<Self>, status: cl_int) -> Option<Vec<Weak<Event>>> {
+    fn settle(self: &Arc<Self>, status: cl_int) -> Option<Waited> {
         let status = status.min(CL_COMPLETE);
         if !self.advance(status) {
             return None;
@@ -840,13 +844,13 @@ impl Event {
         if self.is_unbacked() {
             self.request_backing();
         }
-        let start = Instant::now();
+        let start = crate::stats::on().then(Instant::now);
         let traced = crate::trace::begin();
         let status = self.wait_inner();
-        crate::stats::add(
-            &crate::stats::COUNTERS.waiting_ns,
-            start.elapsed().as_nanos() as u64,
-        );
+        if let Some(start) = start {
+            let waited = start.elapsed().as_nanos() as u64;
+            crate::stats::add(&crate::stats::COUNTERS.waiting_ns, waited);
+        }
         if traced != 0 {
             crate::trace::span(
                 "wait",

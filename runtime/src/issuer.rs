@@ -41,7 +41,8 @@ impl Deferred {
 #[derive(Default)]
 pub struct IssuerState {
     /// Held, not borrowed: the application may release a queue while its flush is due.
-    dirty: Vec<Arc<VQueue>>,
+    /// Inline: a thread that runs a job itself makes a state per job.
+    dirty: smallvec::SmallVec<[Arc<VQueue>; 4]>,
     deferred: Vec<Deferred>,
     /// The issuer's kernels launched without a vendor event by the thread that enqueued
     /// them (`RunAs::Unbacked`), per vendor queue, with nothing after them there yet.
@@ -1077,7 +1078,7 @@ fn run_job(job: Job, handed: u64, how: RunAs, state: &mut IssuerState) {
             ],
         );
     }
-    leave(Left::Info(job.info));
+    leave(job.info, Left::Info);
 }
 
 /// What an issuer's jobs leave behind: their descriptions and the events they waited
@@ -1099,14 +1100,18 @@ thread_local! {
     static LEFT: std::cell::RefCell<Option<Vec<Left>>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Drops `left` now, or on an issuer once it has nothing to run.
-pub fn leave(left: Left) {
+/// Drops what `left` makes now, or on an issuer once it has nothing to run. Made only
+/// there: elsewhere the value is dropped where it is, not moved into a `Left` first.
+pub fn leave<T>(value: T, left: impl FnOnce(T) -> Left) {
     let full = LEFT.with(|l| match l.borrow_mut().as_mut() {
         Some(pile) => {
-            pile.push(left);
+            pile.push(left(value));
             pile.len() >= LEFT_AT_MOST
         }
-        None => false,
+        None => {
+            drop(value);
+            false
+        }
     });
     if full {
         drop_left();

@@ -682,7 +682,7 @@ impl<T: Clone> Scheduler<T> {
     pub fn validity(&self, buffer: BufferId, range: Range<u64>) -> Vec<(Range<u64>, ValidSet)> {
         self.buffers
             .get(&buffer)
-            .map(|b| b.validity.segments_in(range))
+            .map(|b| b.validity.segments_in(range).to_vec())
             .unwrap_or_default()
     }
 

@@ -48,6 +48,9 @@ impl FromIterator<Location> for ValidSet {
 /// A buffer's valid sets as sorted, non-overlapping segments covering `0..size`.
 /// Adjacent segments with equal sets are merged, so a buffer only ever used whole stays
 /// one segment and lookups stay O(1) in the common case.
+/// Segments of a range with their sets: few, inline.
+pub type Segments = SmallVec<[(Range<u64>, ValidSet); 2]>;
+
 #[derive(Clone, Debug)]
 pub struct ValidityMap {
     segments: Vec<(Range<u64>, ValidSet)>,
@@ -65,8 +68,8 @@ impl ValidityMap {
     }
 
     /// The segments overlapping `range`, clipped to it; none for an empty range.
-    pub fn segments_in(&self, range: Range<u64>) -> Vec<(Range<u64>, ValidSet)> {
-        let mut out = Vec::new();
+    pub fn segments_in(&self, range: Range<u64>) -> Segments {
+        let mut out = Segments::new();
         if range.is_empty() {
             return out;
         }
@@ -96,6 +99,18 @@ impl ValidityMap {
         if range.is_empty() {
             return;
         }
+        // Within one segment that the update leaves as it is (a device writing a buffer
+        // it alone holds, every launch of a solver): nothing to split or merge.
+        let i = self.segments.partition_point(|(r, _)| r.end <= range.start);
+        if let Some((r, set)) = self.segments.get(i) {
+            if r.start <= range.start && range.end <= r.end {
+                let mut after = set.clone();
+                f(&mut after);
+                if after == *set {
+                    return;
+                }
+            }
+        }
         self.split_at(range.start);
         self.split_at(range.end);
         for (r, set) in &mut self.segments {
@@ -106,17 +121,15 @@ impl ValidityMap {
         self.merge();
     }
 
+    /// Joins neighbouring segments with the same set, in place.
     fn merge(&mut self) {
-        let mut merged: Vec<(Range<u64>, ValidSet)> = Vec::with_capacity(self.segments.len());
-        for (r, set) in self.segments.drain(..) {
-            match merged.last_mut() {
-                Some((last, last_set)) if *last_set == set && last.end == r.start => {
-                    last.end = r.end;
-                }
-                _ => merged.push((r, set)),
+        self.segments.dedup_by(|(r, set), (last, last_set)| {
+            let joins = *last_set == *set && last.end == r.start;
+            if joins {
+                last.end = r.end;
             }
-        }
-        self.segments = merged;
+            joins
+        });
     }
 
     /// `loc` now holds the newest bytes of `range` in addition to the others.
@@ -152,7 +165,10 @@ mod tests {
         m.add(10..20, Location::Host);
         assert_eq!(m.segment_count(), 1);
         m.set_only(0..100, d1);
-        assert_eq!(m.segments_in(5..7), vec![(5..7, ValidSet::only(d1))]);
+        assert_eq!(
+            m.segments_in(5..7).to_vec(),
+            vec![(5..7, ValidSet::only(d1))]
+        );
         assert_eq!(m.size(), 100);
     }
 }

@@ -274,7 +274,7 @@ impl VendorCommand {
             Err(_) => event.complete(CL_OUT_OF_RESOURCES),
         }
         drop(keep_queue);
-        crate::issuer::leave(crate::issuer::Left::Events(deps));
+        crate::issuer::leave(deps, crate::issuer::Left::Events);
     }
 }
 

@@ -26,7 +26,7 @@ pub fn ndrange(
     wait_list: Vec<Arc<Event>>,
     unseen: bool,
 ) -> ClResult<Arc<Event>> {
-    let mut accesses = Vec::new();
+    let mut accesses = Vec::with_capacity(args.len());
     // Only this rank's devices run it: elsewhere the accesses alone matter.
     let runs_here = queue.device.local();
     let mut vendor_args = Vec::with_capacity(if runs_here { args.len() } else { 0 });
