@@ -350,7 +350,13 @@ impl JobInfo {
     /// later command there is held and submitted by its own thread tens of µs after the
     /// event is set. The issuer holds such a job instead until its dependencies allow.
     fn ready(&self) -> bool {
-        self.unready().next().is_none()
+        Self::ready_for(&self.deps, self.context, self.stream)
+    }
+
+    /// `ready` for a command with these dependencies, stream and vendor context, before
+    /// any job is built (`Issuer::caller_runs`).
+    pub fn ready_for(deps: &[Arc<Event>], context: Option<ContextKey>, stream: u64) -> bool {
+        (deps.iter()).all(|d| d.vendor_waitable(context, stream, JOIN_DEPTH))
     }
 
     /// Whether a landed write may go in a merged write: every dependency done, or
@@ -472,27 +478,36 @@ impl Issuer {
         }
     }
 
-    /// Hands `job` to the issuer thread, in schedule order (the caller holds the
-    /// scheduler lock), or back to the caller, to run once it has let go of that lock
-    /// ([`Inline`]), where the issuer thread has nothing before it and the vendor can
-    /// take the job now:
+    /// Whether the thread handing a command over runs it itself, once it has let go of
+    /// the scheduler lock ([`Caller`]), rather than hand it to the issuer thread: where
+    /// the issuer thread has nothing before it and the vendor can take the command now
+    /// (`ready`, asked last):
     /// - where that thread would have to be woken for it (it cannot spin: the cores are
-    ///   taken, or spinning is off), a job that does not block: four PoCL devices on two
-    ///   cores paid a context switch per command of a solver;
-    /// - as the issuer's policy says (`CallerIssues`): `Idle`, any job that does not
+    ///   taken, or spinning is off), a command that does not block: four PoCL devices on
+    ///   two cores paid a context switch per command of a solver;
+    /// - as the issuer's policy says (`CallerIssues`): `Idle`, any command that does not
     ///   block, while the program has not named host threads; `Waited`, an application
     ///   command the caller will wait for, a blocking one or the first after the
     ///   program waited for this device, unless something already awaits its
     ///   completion (`JobInfo::caller_may_run`). On an H100 a kernel and `clFinish` took
     ///   20.4–22.3 µs so against 26.3–27.5, and a 16-byte blocking write 9.1–11.5
     ///   against 12–13.
-    pub fn send(&self, job: Job) -> Option<Inline> {
+    ///
+    /// Decided before a job is built: the caller runs the command as it is, with no job
+    /// description, boxed closure or hand-over (about a thousand instructions of the
+    /// eight thousand MirrorCL added to a PoCL kernel launch). Otherwise `send`.
+    pub fn caller_runs(
+        &self,
+        blocking: bool,
+        caller_may_run: bool,
+        may_go_unbacked: bool,
+        ready: impl FnOnce() -> bool,
+    ) -> Option<Caller> {
         use std::sync::atomic::Ordering;
-        let blocking = job.info.blocking;
         let by_caller = match self.policy {
             CallerIssues::Waited => {
                 let waited = self.waited.swap(false, Ordering::Relaxed);
-                job.info.caller_may_run && (blocking || waited)
+                caller_may_run && (blocking || waited)
             }
             // Not once the program has named host threads: a thread issuing its own
             // commands to PoCL lets another thread's commands of other ranks' devices,
@@ -503,57 +518,73 @@ impl Issuer {
         } || (!blocking
             && (self.spin.is_zero()
                 || !crate::spin::core_free_within(crate::spin::FRESH_FOR_HANDOFF)));
-        if by_caller && job.info.ready() {
-            if let Some(running) = self.shared.running.try_lock_arc() {
-                // Under the lock: every job handed over before has run.
-                if self.shared.pending.load(Ordering::Acquire) == 0 {
-                    // One thread's commands only: another's could go to the vendor
-                    // queue behind an unbacked kernel without backing it first.
-                    let lazy = self.policy == CallerIssues::Waited
-                        && job.info.may_go_unbacked
-                        && !crate::host_threads::several();
-                    return Some(Inline {
-                        _running: running,
-                        job,
-                        handed: crate::trace::begin(),
-                        unbacked: self.shared.unbacked.clone(),
-                        lazy,
-                    });
-                }
-            }
+        if !by_caller || !ready() {
+            return None;
         }
+        let running = self.shared.running.try_lock_arc()?;
+        // Under the lock: every job handed over before has run.
+        if self.shared.pending.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        // One thread's commands only: another's could go to the vendor queue behind an
+        // unbacked kernel without backing it first.
+        let lazy = self.policy == CallerIssues::Waited
+            && may_go_unbacked
+            && !crate::host_threads::several();
+        Some(Caller {
+            _running: running,
+            handed: crate::trace::begin(),
+            unbacked: self.shared.unbacked.clone(),
+            lazy,
+        })
+    }
+
+    /// Hands `job` to the issuer thread, in schedule order (the caller holds the
+    /// scheduler lock), where `caller_runs` said no.
+    pub fn send(&self, job: Job) {
+        use std::sync::atomic::Ordering;
         self.shared.pending.fetch_add(1, Ordering::AcqRel);
         // The issuer only stops when the process exits, so the channel stays open.
         let _ = self.tx.send(Message::Job((job, crate::trace::begin())));
-        None
     }
 }
 
-/// A job its handing thread runs itself, holding the issuer's `running` lock from the
-/// hand-over on: jobs handed over later wait for it, as they would behind it on the
+/// A command its handing thread runs itself, holding the issuer's `running` lock from
+/// the hand-over on: jobs handed over later wait for it, as they would behind it on the
 /// issuer thread.
-#[must_use = "the job runs only when run"]
-pub struct Inline {
+#[must_use = "the command runs only when run"]
+pub struct Caller {
     _running: parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>,
-    job: Job,
     handed: u64,
     unbacked: Unbacked,
-    /// The kernel goes without a vendor event (`Issuer::send`).
+    /// The kernel goes without a vendor event (`Issuer::caller_runs`).
     lazy: bool,
 }
 
-impl Inline {
-    pub fn run(self) {
+impl Caller {
+    /// Runs the command (`run`, as `RunAs` says), traced as the issuer traces its jobs.
+    pub fn run(
+        self,
+        command_type: cl_command_type,
+        seq: u64,
+        run: impl FnOnce(&mut IssuerState, RunAs),
+    ) {
         let how = if self.lazy {
             RunAs::Unbacked
         } else {
             RunAs::Own
         };
+        let share = how.shares();
         let mut state = IssuerState {
             unbacked: Some(self.unbacked),
             ..Default::default()
         };
-        run_job(self.job, self.handed, how, &mut state);
+        let started = crate::trace::begin();
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&mut state, how))).is_err()
+        {
+            tracing::error!("an issuer job panicked");
+        }
+        trace_issue(started, self.handed, command_type, seq, share);
         state.flush();
     }
 }
@@ -1066,19 +1097,25 @@ fn run_job(job: Job, handed: u64, how: RunAs, state: &mut IssuerState) {
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(state, how))).is_err() {
         tracing::error!("an issuer job panicked");
     }
+    trace_issue(started, handed, job.info.command_type, job.info.seq, share);
+    leave(job.info, Left::Info);
+}
+
+/// The trace's span of a job's run (`started`: 0 when not traced), with how long it
+/// waited since it was handed over.
+fn trace_issue(started: u64, handed: u64, command_type: cl_command_type, seq: u64, share: bool) {
     if started != 0 {
         crate::trace::span(
             "issue",
-            crate::event::command_name(job.info.command_type),
+            crate::event::command_name(command_type),
             started,
             crate::trace_args![
-                ("command", job.info.seq),
+                ("command", seq),
                 ("queued_ns", started.saturating_sub(handed)),
                 ("shares_a_later_event", share as u64)
             ],
         );
     }
-    leave(job.info, Left::Info);
 }
 
 /// What an issuer's jobs leave behind: their descriptions and the events they waited

@@ -20,6 +20,11 @@ const FRESH: Duration = Duration::from_micros(100);
 /// How old a count a thread handing work over (`Issuer::send`) acts on.
 pub const FRESH_FOR_HANDOFF: Duration = Duration::from_millis(1);
 
+/// How long a count that found the cores taken stands, whoever asks. Taken cores stay
+/// taken for a while, and acting on an old "taken" only parks a thread that might have
+/// spun: CG on four PoCL devices and two cores read the count 4 times an iteration.
+const BUSY_FRESH: Duration = Duration::from_millis(1);
+
 /// How often a spinning thread asks again.
 pub const RECHECK: Duration = Duration::from_micros(20);
 
@@ -75,6 +80,10 @@ pub fn core_free_within(fresh: Duration) -> bool {
     }
     let now = m.start.elapsed().as_micros() as u64;
     let last = m.last.load(Ordering::Relaxed);
+    let fresh = match last & 0xffff > m.cores {
+        true => fresh.max(BUSY_FRESH),
+        false => fresh,
+    };
     let running = if last != u64::MAX && now.saturating_sub(last >> 16) < fresh.as_micros() as u64 {
         last & 0xffff
     } else {

@@ -7,7 +7,7 @@
 use crate::cl::*;
 use crate::device::Device;
 use crate::event::{Event, SharedVEvent, VendorEvent};
-use crate::issuer::{Backing, Inline, IssuerState, Job, JobInfo, Landing, RunAs};
+use crate::issuer::{Backing, Caller, IssuerState, Job, JobInfo, Landing, RunAs};
 use crate::queue::Queue;
 use crate::vendor::{VContext, VEvent, VQueue};
 use crate::ClResult;
@@ -95,7 +95,7 @@ pub(super) fn blocks_in_vendor(blocking: bool, device: &Device) -> bool {
 static ISSUE_ORDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Sends a vendor command to `device`'s issuer, or gives it back for the caller to run
-/// once it has released the scheduler lock (`Issuer::send`).
+/// once it has released the scheduler lock (`Issuer::caller_runs`).
 pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
     // Its completion then completes the dependencies the vendor waits for silently.
     cmd.event.waits_for(&cmd.deps.all);
@@ -110,29 +110,53 @@ pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
     // Not a transfer step, nor a read whose bytes go to other ranks: their completions
     // are polled by the issuer thread, not by a caller gone back to the application.
     let caller_may_run = cmd.keep_queue.is_some() && (cmd.blocking || !cmd.event.awaited());
-    let info = JobInfo {
-        vqueue: cmd.vqueue.as_ref().map_or(0, |q| q.raw() as usize),
-        event: cmd.event.clone(),
-        may_share: launch && free,
-        blocking: cmd.blocking,
-        deps: cmd.deps.all.clone(),
-        behind: std::mem::take(&mut cmd.deps.behind),
-        stream: cmd.event.stream,
-        context: (cmd.event.context.vendor_context_of(cmd.group).ok()).map(|v| v.vctx.key()),
-        free,
-        // Transfer steps' events belong to no application queue.
-        late: cmd.event.command_type == CL_COMMAND_WRITE_BUFFER && cmd.event.queue_handle == 0,
-        caller_may_run,
-        may_go_unbacked: launch && caller_may_run && cmd.unseen,
-        command_type: cmd.event.command_type,
-        seq: cmd.event.seq,
-        order: ISSUE_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        landing: cmd.landing.take(),
-    };
-    device.issuer().send(Job {
-        info,
+    let may_go_unbacked = launch && caller_may_run && cmd.unseen;
+    let context = (cmd.event.context.vendor_context_of(cmd.group).ok()).map(|v| v.vctx.key());
+    let stream = cmd.event.stream;
+    let issuer = device.issuer();
+    let ready = || JobInfo::ready_for(&cmd.deps.all, context, stream);
+    if let Some(caller) = issuer.caller_runs(cmd.blocking, caller_may_run, may_go_unbacked, ready) {
+        return Some(Inline { caller, cmd });
+    }
+    issuer.send(Job {
+        info: JobInfo {
+            vqueue: cmd.vqueue.as_ref().map_or(0, |q| q.raw() as usize),
+            event: cmd.event.clone(),
+            may_share: launch && free,
+            blocking: cmd.blocking,
+            deps: cmd.deps.all.clone(),
+            behind: std::mem::take(&mut cmd.deps.behind),
+            stream,
+            context,
+            free,
+            // Transfer steps' events belong to no application queue.
+            late: cmd.event.command_type == CL_COMMAND_WRITE_BUFFER && cmd.event.queue_handle == 0,
+            caller_may_run,
+            may_go_unbacked,
+            command_type: cmd.event.command_type,
+            seq: cmd.event.seq,
+            order: ISSUE_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            landing: cmd.landing.take(),
+        },
         run: Box::new(move |state: &mut IssuerState, how: RunAs| cmd.run(state, how)),
-    })
+    });
+    None
+}
+
+/// A vendor command its handing thread runs itself (`Issuer::caller_runs`).
+#[must_use = "the command runs only when run"]
+pub(super) struct Inline {
+    caller: Caller,
+    cmd: VendorCommand,
+}
+
+impl Inline {
+    pub(super) fn run(self) {
+        let (command_type, seq) = (self.cmd.event.command_type, self.cmd.event.seq);
+        let cmd = self.cmd;
+        self.caller
+            .run(command_type, seq, move |state, how| cmd.run(state, how));
+    }
 }
 
 impl VendorCommand {

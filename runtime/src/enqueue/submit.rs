@@ -5,7 +5,7 @@
 //! optimisation (`left_out`) and `clAttachBufferToDevice` (`attach`), which plans
 //! through the same scheduler.
 
-use super::issue::{blocks_in_vendor, issue, Deps, VendorCommand, VendorWork};
+use super::issue::{blocks_in_vendor, issue, Deps, Inline, VendorCommand, VendorWork};
 use super::root_arc;
 use super::transfer_steps::{read_for_predicted_sends, transfer, transfer_landing, Landed};
 use crate::cl::*;
@@ -13,7 +13,7 @@ use crate::config::Variant;
 use crate::context::{new_stream, Context};
 use crate::device::Device;
 use crate::event::{command_name, Event};
-use crate::issuer::{Inline, Landing, MERGED_AT_MOST};
+use crate::issuer::{Landing, MERGED_AT_MOST};
 use crate::memory::Buffer;
 use crate::node::What;
 use crate::queue::Queue;
