@@ -276,7 +276,7 @@ pub struct JobInfo {
     /// block (`copy_from_landed`) need not wait behind its vendor call.
     pub late: bool,
     /// An application command whose completion nothing awaits yet, or a blocking one:
-    /// the thread handing it over may run it (`Issuer::send`).
+    /// the thread handing it over may run it (`Issuer::caller_runs`).
     pub caller_may_run: bool,
     /// A kernel launch the application asked no event for, not profiled, not blocking,
     /// whose completion nothing awaits yet: the thread handing it over may launch it
@@ -402,7 +402,7 @@ pub struct Issuer {
 #[derive(Default)]
 struct Shared {
     /// Held while jobs run: by the issuer thread for a batch, or by a thread that runs
-    /// a job itself (`Issuer::send`).
+    /// a command itself (`Issuer::caller_runs`).
     running: Arc<parking_lot::Mutex<()>>,
     /// Jobs handed to the issuer thread and not run yet (in its channel, or held).
     pending: std::sync::atomic::AtomicUsize,

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// How long a count of runnable threads stands for the present.
 const FRESH: Duration = Duration::from_micros(100);
 
-/// How old a count a thread handing work over (`Issuer::send`) acts on.
+/// How old a count a thread handing work over (`Issuer::caller_runs`) acts on.
 pub const FRESH_FOR_HANDOFF: Duration = Duration::from_millis(1);
 
 /// How long a count that found the cores taken stands, whoever asks. Taken cores stay

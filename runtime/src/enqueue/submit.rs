@@ -436,7 +436,7 @@ fn copies_between_buffers(cmd: &Command) -> bool {
 /// What became of a routed command.
 enum Routed {
     /// Issued or received here; a vendor command may come back for the caller to run
-    /// once it has released the scheduler lock (`Issuer::send`).
+    /// once it has released the scheduler lock (`Issuer::caller_runs`).
     Here(Option<Inline>),
     /// Bookkeeping: it completes after these dependencies, once the lock is released.
     Bookkeeping(Deps),
