@@ -171,4 +171,28 @@ mod tests {
         );
         assert_eq!(m.size(), 100);
     }
+
+    #[test]
+    fn an_update_that_changes_nothing_leaves_the_segments_as_they_are() {
+        let (d0, d1) = (Location::Device(0), Location::Device(1));
+        let mut m = ValidityMap::new(100, ValidSet::only(d0));
+        m.set_only(40..60, d1);
+        let before = m.segments_in(0..100).to_vec();
+        // Inside one segment, to what it already is: nothing to split.
+        m.set_only(45..50, d1);
+        m.set_only(0..10, d0);
+        m.add(70..80, d0);
+        assert_eq!(m.segments_in(0..100).to_vec(), before);
+        // Across segments it still splits and merges: d0 everywhere again.
+        m.set_only(30..70, d0);
+        assert_eq!(
+            m.segments_in(0..100).to_vec(),
+            vec![(0..100, ValidSet::only(d0))]
+        );
+        // A change inside one segment splits it, and merges back when undone.
+        m.add(20..30, d1);
+        assert_eq!(m.segment_count(), 3);
+        m.set_only(20..30, d0);
+        assert_eq!(m.segment_count(), 1);
+    }
 }
