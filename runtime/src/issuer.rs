@@ -117,9 +117,9 @@ impl IssuerState {
     }
 
     /// Before a job goes to `vqueue`: the unbacked kernels there are backed as `how`
-    /// says (asked only when there are some); those a blocking job's return completes are handed back. A blocking job
-    /// first backs those of other vendor queues by markers: it may wait in the vendor,
-    /// through a bridge, for one of them.
+    /// says (asked only when there are some); those a blocking job's return completes
+    /// are handed back. A blocking job first backs those of other vendor queues by
+    /// markers: it may wait in the vendor, through a bridge, for one of them.
     pub fn back_unbacked_before(
         &mut self,
         vqueue: &Arc<VQueue>,
@@ -562,7 +562,7 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// Runs the command (`run`, as `RunAs` says), traced as the issuer traces its jobs.
+    /// Runs the command (`run`, as `RunAs` says), as the issuer runs its jobs.
     pub fn run(
         self,
         command_type: cl_command_type,
@@ -574,17 +574,11 @@ impl Caller {
         } else {
             RunAs::Own
         };
-        let share = how.shares();
         let mut state = IssuerState {
             unbacked: Some(self.unbacked),
             ..Default::default()
         };
-        let started = crate::trace::begin();
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&mut state, how))).is_err()
-        {
-            tracing::error!("an issuer job panicked");
-        }
-        trace_issue(started, self.handed, command_type, seq, share);
+        run_traced(&mut state, how, self.handed, command_type, seq, run);
         state.flush();
     }
 }
@@ -1091,19 +1085,26 @@ fn run_merged(first: Handed, rest: Vec<Handed>, state: &mut IssuerState) {
 /// Runs a job; traced, its span is the vendor call, and says how long the job waited
 /// on this thread's channel since it was handed over.
 fn run_job(job: Job, handed: u64, how: RunAs, state: &mut IssuerState) {
+    let (command_type, seq) = (job.info.command_type, job.info.seq);
+    run_traced(state, how, handed, command_type, seq, job.run);
+    leave(Left::Info(job.info));
+}
+
+/// Runs a command as `how` says, a panic caught; traced, its span is the vendor call,
+/// with how long the command waited since it was handed over (`handed`).
+fn run_traced(
+    state: &mut IssuerState,
+    how: RunAs,
+    handed: u64,
+    command_type: cl_command_type,
+    seq: u64,
+    run: impl FnOnce(&mut IssuerState, RunAs),
+) {
     let started = crate::trace::begin();
-    let run = job.run;
     let share = how.shares();
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(state, how))).is_err() {
         tracing::error!("an issuer job panicked");
     }
-    trace_issue(started, handed, job.info.command_type, job.info.seq, share);
-    leave(job.info, Left::Info);
-}
-
-/// The trace's span of a job's run (`started`: 0 when not traced), with how long it
-/// waited since it was handed over.
-fn trace_issue(started: u64, handed: u64, command_type: cl_command_type, seq: u64, share: bool) {
     if started != 0 {
         crate::trace::span(
             "issue",
@@ -1137,18 +1138,14 @@ thread_local! {
     static LEFT: std::cell::RefCell<Option<Vec<Left>>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Drops what `left` makes now, or on an issuer once it has nothing to run. Made only
-/// there: elsewhere the value is dropped where it is, not moved into a `Left` first.
-pub fn leave<T>(value: T, left: impl FnOnce(T) -> Left) {
+/// Drops `left` now, or on an issuer once it has nothing to run.
+pub fn leave(left: Left) {
     let full = LEFT.with(|l| match l.borrow_mut().as_mut() {
         Some(pile) => {
-            pile.push(left(value));
+            pile.push(left);
             pile.len() >= LEFT_AT_MOST
         }
-        None => {
-            drop(value);
-            false
-        }
+        None => false,
     });
     if full {
         drop_left();

@@ -80,9 +80,10 @@ pub fn core_free_within(fresh: Duration) -> bool {
     }
     let now = m.start.elapsed().as_micros() as u64;
     let last = m.last.load(Ordering::Relaxed);
-    let fresh = match last & 0xffff > m.cores {
-        true => fresh.max(BUSY_FRESH),
-        false => fresh,
+    let fresh = if last & 0xffff > m.cores {
+        fresh.max(BUSY_FRESH)
+    } else {
+        fresh
     };
     let running = if last != u64::MAX && now.saturating_sub(last >> 16) < fresh.as_micros() as u64 {
         last & 0xffff

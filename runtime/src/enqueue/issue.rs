@@ -99,7 +99,6 @@ static ISSUE_ORDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
     // Its completion then completes the dependencies the vendor waits for silently.
     cmd.event.waits_for(&cmd.deps.all);
-    let free = cmd.deps.all.iter().all(|d| d.is_done());
     // A kernel launch that returns at once, on a queue that does not profile.
     let launch = !cmd.blocking
         && !cmd.event.profiling
@@ -118,6 +117,7 @@ pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
     if let Some(caller) = issuer.caller_runs(cmd.blocking, caller_may_run, may_go_unbacked, ready) {
         return Some(Inline { caller, cmd });
     }
+    let free = cmd.deps.all.iter().all(|d| d.is_done());
     issuer.send(Job {
         info: JobInfo {
             vqueue: cmd.vqueue.as_ref().map_or(0, |q| q.raw() as usize),
@@ -298,7 +298,7 @@ impl VendorCommand {
             Err(_) => event.complete(CL_OUT_OF_RESOURCES),
         }
         drop(keep_queue);
-        crate::issuer::leave(deps, crate::issuer::Left::Events);
+        crate::issuer::leave(crate::issuer::Left::Events(deps));
     }
 }
 
