@@ -470,10 +470,41 @@ fn unique_split<T>(deps: &mut Vec<Tok<T>>, split: usize) -> (Vec<T>, usize) {
     (deps.drain(..).map(|(_, _, _, t)| t).collect(), before)
 }
 
+/// The hazards of a buffer's instances, by location, sorted: a buffer has a few (its
+/// devices and the host copy), looked up on every access, where hashing cost more than
+/// the search.
+#[derive(Clone, Debug)]
+struct Instances<T>(SmallVec<[(Location, RangeHazards<T>); 2]>);
+
+impl<T> Default for Instances<T> {
+    fn default() -> Self {
+        Instances(SmallVec::new())
+    }
+}
+
+impl<T> Instances<T> {
+    fn get(&self, loc: &Location) -> Option<&RangeHazards<T>> {
+        let i = self.0.binary_search_by(|(l, _)| l.cmp(loc)).ok()?;
+        Some(&self.0[i].1)
+    }
+
+    /// The instance's hazards, none yet for a location not accessed before.
+    fn entry(&mut self, loc: Location) -> &mut RangeHazards<T> {
+        let i = match self.0.binary_search_by(|(l, _)| l.cmp(&loc)) {
+            Ok(i) => i,
+            Err(i) => {
+                self.0.insert(i, (loc, RangeHazards::default()));
+                i
+            }
+        };
+        &mut self.0[i].1
+    }
+}
+
 #[derive(Clone, Debug)]
 struct BufferState<T> {
     validity: ValidityMap,
-    hazards: HashMap<Location, RangeHazards<Tok<T>>>,
+    hazards: Instances<Tok<T>>,
     /// `clAttachBufferToDevice`: this device always holds the newest bytes; the valid
     /// set is no longer tracked.
     attached: Option<u32>,
@@ -550,7 +581,8 @@ pub fn left_out(
 /// The scheduler of one context. `T` is the runtime's completion token (an event).
 #[derive(Debug)]
 pub struct Scheduler<T> {
-    devices: HashMap<u32, DeviceDesc>,
+    /// Indexed by device index (dense, from 0): looked up for every access.
+    devices: Vec<Option<DeviceDesc>>,
     buffers: HashMap<BufferId, BufferState<T>>,
     next_buffer: BufferId,
     /// The number of the next recorded access (`Tok`).
@@ -576,7 +608,7 @@ impl<T: Clone> Default for Scheduler<T> {
 impl<T: Clone> Scheduler<T> {
     pub fn new() -> Self {
         Scheduler {
-            devices: HashMap::default(),
+            devices: Vec::new(),
             buffers: HashMap::default(),
             next_buffer: 1,
             next_access: 0,
@@ -603,7 +635,11 @@ impl<T: Clone> Scheduler<T> {
     }
 
     pub fn add_device(&mut self, index: u32, desc: DeviceDesc) {
-        self.devices.insert(index, desc);
+        let i = index as usize;
+        if self.devices.len() <= i {
+            self.devices.resize(i + 1, None);
+        }
+        self.devices[i] = Some(desc);
     }
 
     /// Registers a buffer of `size` bytes whose newest bytes are at `initial` (the host
@@ -624,7 +660,7 @@ impl<T: Clone> Scheduler<T> {
             id,
             BufferState {
                 validity: ValidityMap::new(size, set),
-                hazards: HashMap::default(),
+                hazards: Instances::default(),
                 attached: None,
             },
         );
@@ -665,13 +701,13 @@ impl<T: Clone> Scheduler<T> {
             cmd,
             buffers
                 .into_iter()
-                .map(|b| self.attached(b).and_then(|a| self.devices.get(&a).copied())),
+                .map(|b| self.attached(b).and_then(|a| self.device(a))),
         )
     }
 
     /// The description of device `index`, if it was added.
     pub fn device(&self, index: u32) -> Option<DeviceDesc> {
-        self.devices.get(&index).copied()
+        self.devices.get(index as usize).copied().flatten()
     }
 
     pub fn release_buffer(&mut self, id: BufferId) {
@@ -703,7 +739,7 @@ impl<T: Clone> Scheduler<T> {
     }
 
     fn desc(&self, d: u32) -> DeviceDesc {
-        self.devices.get(&d).copied().unwrap_or(DeviceDesc {
+        self.device(d).unwrap_or(DeviceDesc {
             owner: u32::MAX,
             group: u32::MAX,
             ranges_apart: false,
@@ -838,7 +874,7 @@ impl<T: Clone> Scheduler<T> {
             if access.mode.writes() && state.attached.is_none() {
                 state.validity.set_only(access.range.clone(), at);
             }
-            state.hazards.entry(loc).or_default().record(
+            state.hazards.entry(loc).record(
                 &access.range,
                 access.mode,
                 stream,
@@ -939,6 +975,9 @@ impl<T: Clone> Scheduler<T> {
         let Some(state) = self.buffers.get(&buffer) else {
             return;
         };
+        if state.validity.nothing_to_bring(&range, to) {
+            return;
+        }
         let mut steps = Steps::new();
         for (seg, set) in state.validity.segments_in(range.clone()) {
             if set.is_empty() || set.contains(to) {
@@ -1069,10 +1108,10 @@ impl<T: Clone> Scheduler<T> {
             self.next_access += 1;
             self.stats.steps += 1;
             self.stats.step_bytes += range.end - range.start;
-            let src = state.hazards.entry(step.from).or_default();
+            let src = state.hazards.entry(step.from);
             let as_read = (n, self.thread, from_whole, token.clone());
             src.record(range, Mode::Read, stream, scope, &as_read, &done);
-            let dst = state.hazards.entry(step.to).or_default();
+            let dst = state.hazards.entry(step.to);
             let as_write = (n, self.thread, to_whole, token);
             dst.record(range, Mode::Write, stream, None, &as_write, &done);
             if state.attached.is_none() && !step.pass_through {

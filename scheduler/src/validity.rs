@@ -83,6 +83,15 @@ impl ValidityMap {
         out
     }
 
+    /// Whether nothing of `range` must come to `loc`: every byte's newest copy is there,
+    /// or nowhere. Mostly one segment: a device using what it wrote.
+    pub fn nothing_to_bring(&self, range: &Range<u64>, loc: Location) -> bool {
+        let first = self.segments.partition_point(|(r, _)| r.end <= range.start);
+        (self.segments[first..].iter())
+            .take_while(|(r, _)| r.start < range.end)
+            .all(|(_, set)| set.is_empty() || set.contains(loc))
+    }
+
     /// Splits segments so that `at` is a segment boundary.
     fn split_at(&mut self, at: u64) {
         let idx = self.segments.partition_point(|(r, _)| r.end <= at);
