@@ -132,6 +132,10 @@ pub struct VendorEvent {
 /// The commands an event waits for inside its vendor (`State::waits_for`).
 type Waited = SmallVec<[Weak<Event>; 4]>;
 
+/// The events whose vendor events stand for a command's dependencies
+/// (`Event::vendor_stand_ins`): a few.
+pub type StandIns = SmallVec<[Arc<Event>; 4]>;
+
 #[derive(Default)]
 struct State {
     callbacks: Callbacks,
@@ -481,7 +485,7 @@ impl Event {
 
     /// For a `vendor_waitable` event: the events not done whose vendor events stand
     /// for it, appended to `out` (none on `stream`, which is in order).
-    pub fn vendor_stand_ins(self: &Arc<Self>, stream: u64, out: &mut Vec<Arc<Event>>) {
+    pub fn vendor_stand_ins(self: &Arc<Self>, stream: u64, out: &mut StandIns) {
         if self.is_done() {
             return;
         }

@@ -163,7 +163,9 @@ struct Hazards<T> {
     /// only be forgotten for a newer one that runs on the same ranks: on a rank that does
     /// not run the newer one (work of another rank is bookkeeping here and completes at
     /// once), waiting for it would not wait for the older one.
-    reads: Vec<(StreamId, Scope, T)>,
+    /// Inline for the few of most instances: a segment made anew (split off by a copy
+    /// of a ghost row, every iteration of a solver) then allocates nothing.
+    reads: SmallVec<[(StreamId, Scope, T); 2]>,
     /// Where each (stream, scope) is in `reads`, once there are more than
     /// [`LINEAR_READS`]: steps mostly come on fresh streams, so a source read by a step
     /// per rank collects one reader per rank, and a linear search made recording each
@@ -192,7 +194,7 @@ impl<T> Default for Hazards<T> {
     fn default() -> Self {
         Hazards {
             last_write: None,
-            reads: Vec::new(),
+            reads: SmallVec::new(),
             index: HashMap::default(),
             prune_at: PRUNE_READS_AT,
         }

@@ -6,11 +6,12 @@
 
 use crate::cl::*;
 use crate::device::Device;
-use crate::event::{Event, SharedVEvent, VendorEvent};
+use crate::event::{Event, SharedVEvent, StandIns, VendorEvent};
 use crate::issuer::{Backing, Caller, IssuerState, Job, JobInfo, Landing, RunAs};
 use crate::queue::Queue;
 use crate::vendor::{VContext, VEvent, VQueue};
 use crate::ClResult;
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// A vendor command: given the vendor queue, the vendor wait list and whether a vendor
@@ -309,12 +310,12 @@ impl VendorCommand {
 /// that MirrorCL completes when the dependency does.
 struct VendorWaits {
     /// Borrowed from the dependencies' vendor events and from `bridges`.
-    list: Vec<cl_event>,
+    list: SmallVec<[cl_event; 4]>,
     /// The issuer's references to the bridges (the vendor holds its own for the
     /// commands waiting on them).
-    bridges: Vec<VEvent>,
+    bridges: SmallVec<[VEvent; 2]>,
     /// The events whose vendor events are in `list` (kept while it is used).
-    stand_ins: Vec<Arc<Event>>,
+    stand_ins: StandIns,
 }
 
 impl VendorWaits {
@@ -325,9 +326,9 @@ impl VendorWaits {
         stream: u64,
     ) -> ClResult<VendorWaits> {
         let mut waits = VendorWaits {
-            list: Vec::new(),
-            bridges: Vec::new(),
-            stand_ins: Vec::new(),
+            list: SmallVec::new(),
+            bridges: SmallVec::new(),
+            stand_ins: SmallVec::new(),
         };
         for (i, dep) in deps.iter().enumerate() {
             let status = dep.status();
@@ -343,9 +344,14 @@ impl VendorWaits {
                 dep.vendor_stand_ins(stream, &mut waits.stand_ins);
                 // One the vendor finished leaves the list: each event of another queue
                 // costs NVIDIA a wait between its streams.
-                let mut added = waits.stand_ins.split_off(first);
-                added.retain(|e| !e.vendor_complete());
-                waits.stand_ins.append(&mut added);
+                let mut kept = first;
+                for i in first..waits.stand_ins.len() {
+                    if !waits.stand_ins[i].vendor_complete() {
+                        waits.stand_ins.swap(kept, i);
+                        kept += 1;
+                    }
+                }
+                waits.stand_ins.truncate(kept);
                 let stand_ins = &waits.stand_ins[first..];
                 (waits.list).extend(stand_ins.iter().filter_map(|e| Some(e.vendor()?.ev.raw())));
                 continue;
