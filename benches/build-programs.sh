@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compiles the C programs the benchmark harness runs into DIR (default target/bench/bin):
 # tests/c/cluster_alltoall.c (the IV.7.2 microbenchmark), benches/micro/* (its
-# hand-written MPI twin, the bandwidth programs, the stencil's twin) and benches/apps/*.
+# hand-written MPI twin, the bandwidth programs, the stencil's twin, the enqueue-delay
+# library) and benches/apps/*.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$root/target/bench/bin}"
@@ -13,6 +14,8 @@ cc "${cflags[@]}" -o "$out/bandwidth" benches/micro/bandwidth.c -lOpenCL -lm
 cc "${cflags[@]}" -o "$out/copy16" benches/micro/copy16.c -lOpenCL -lm
 cc "${cflags[@]}" -o "$out/roundtrip" benches/micro/roundtrip.c -lOpenCL -lm
 cc "${cflags[@]}" -o "$out/vendorcalls" benches/micro/vendorcalls.c -lOpenCL -lm
+# Not a program: the LD_PRELOAD library that adds a fixed delay to each enqueue.
+cc -O2 -shared -fPIC -o "$out/enqueue_delay.so" benches/micro/enqueue_delay.c -ldl
 mpicc "${cflags[@]}" -o "$out/bandwidth_mpi" benches/micro/bandwidth_mpi.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/alltoall_mpi" benches/micro/alltoall_mpi.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/stencil_mpi" benches/micro/stencil_mpi.c -lOpenCL -lm

@@ -1,0 +1,96 @@
+/* An LD_PRELOAD library for the native platform: every clEnqueue* call below first
+ * busy-waits ENQUEUE_DELAY_NS nanoseconds on the calling thread, then calls the real
+ * entry point. It prices a per-command cost: run natively with it, a program shows what
+ * a runtime that adds that much work to each enqueue would cost it, with the vendor's
+ * own threads and wake-ups as they are (benches/run-cg-budget.sh).
+ *
+ *   cc -O2 -shared -fPIC -o enqueue_delay.so enqueue_delay.c -ldl
+ */
+#define _GNU_SOURCE
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <time.h>
+
+static long delay_ns = -1;
+
+static long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+static void delay(void)
+{
+    if (delay_ns < 0) {
+        const char *e = getenv("ENQUEUE_DELAY_NS");
+        delay_ns = e ? atol(e) : 0;
+    }
+    if (delay_ns <= 0)
+        return;
+    long until = now_ns() + delay_ns;
+    while (now_ns() < until)
+        ;
+}
+
+/* The real entry point NAME of type TYPE, looked up once. */
+#define REAL(type, name)                                                                 \
+    static type real;                                                                    \
+    if (!real)                                                                           \
+        real = (type)dlsym(RTLD_NEXT, name);
+
+typedef cl_int (*ndrange_fn)(cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *,
+                             const size_t *, cl_uint, const cl_event *, cl_event *);
+cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint dims, const size_t *offset,
+                              const size_t *global, const size_t *local, cl_uint n,
+                              const cl_event *waits, cl_event *ev)
+{
+    REAL(ndrange_fn, "clEnqueueNDRangeKernel");
+    delay();
+    return real(q, k, dims, offset, global, local, n, waits, ev);
+}
+
+typedef cl_int (*copy_fn)(cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t, cl_uint,
+                          const cl_event *, cl_event *);
+cl_int clEnqueueCopyBuffer(cl_command_queue q, cl_mem src, cl_mem dst, size_t src_offset,
+                           size_t dst_offset, size_t size, cl_uint n, const cl_event *waits,
+                           cl_event *ev)
+{
+    REAL(copy_fn, "clEnqueueCopyBuffer");
+    delay();
+    return real(q, src, dst, src_offset, dst_offset, size, n, waits, ev);
+}
+
+typedef cl_int (*read_fn)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *, cl_uint,
+                          const cl_event *, cl_event *);
+cl_int clEnqueueReadBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, size_t offset,
+                           size_t size, void *ptr, cl_uint n, const cl_event *waits, cl_event *ev)
+{
+    REAL(read_fn, "clEnqueueReadBuffer");
+    delay();
+    return real(q, b, blocking, offset, size, ptr, n, waits, ev);
+}
+
+typedef cl_int (*write_fn)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, const void *,
+                           cl_uint, const cl_event *, cl_event *);
+cl_int clEnqueueWriteBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, size_t offset,
+                            size_t size, const void *ptr, cl_uint n, const cl_event *waits,
+                            cl_event *ev)
+{
+    REAL(write_fn, "clEnqueueWriteBuffer");
+    delay();
+    return real(q, b, blocking, offset, size, ptr, n, waits, ev);
+}
+
+typedef cl_int (*fill_fn)(cl_command_queue, cl_mem, const void *, size_t, size_t, size_t, cl_uint,
+                          const cl_event *, cl_event *);
+cl_int clEnqueueFillBuffer(cl_command_queue q, cl_mem b, const void *pattern, size_t pattern_size,
+                           size_t offset, size_t size, cl_uint n, const cl_event *waits,
+                           cl_event *ev)
+{
+    REAL(fill_fn, "clEnqueueFillBuffer");
+    delay();
+    return real(q, b, pattern, pattern_size, offset, size, n, waits, ev);
+}
