@@ -148,6 +148,13 @@ impl ValidityMap {
 
     /// `loc` wrote `range`: it alone holds the newest bytes.
     pub fn set_only(&mut self, range: Range<u64>, loc: Location) {
+        // Already so (a device writing what it alone holds): not even a set to build.
+        let i = self.segments.partition_point(|(r, _)| r.end <= range.start);
+        if let Some((r, set)) = self.segments.get(i) {
+            if r.start <= range.start && range.end <= r.end && set.locations() == [loc] {
+                return;
+            }
+        }
         self.update(range, |set| *set = ValidSet::only(loc));
     }
 
