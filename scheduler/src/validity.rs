@@ -211,4 +211,21 @@ mod tests {
         m.set_only(20..30, d0);
         assert_eq!(m.segment_count(), 1);
     }
+
+    #[test]
+    fn nothing_to_bring_where_every_byte_is_there_or_nowhere() {
+        let (d0, d1) = (Location::Device(0), Location::Device(1));
+        let mut m = ValidityMap::new(100, ValidSet::default());
+        // Never defined: any location may serve the bytes as they are.
+        assert!(m.nothing_to_bring(&(0..100), d1));
+        m.set_only(0..50, d0);
+        assert!(!m.nothing_to_bring(&(0..100), d1));
+        assert!(m.nothing_to_bring(&(50..100), d1));
+        assert!(m.nothing_to_bring(&(0..100), d0));
+        m.add(10..20, d1);
+        assert!(m.nothing_to_bring(&(10..20), d1));
+        assert!(!m.nothing_to_bring(&(10..21), d1));
+        assert!(!m.nothing_to_bring(&(9..20), d1));
+        assert!(m.nothing_to_bring(&(55..60), Location::Host));
+    }
 }
