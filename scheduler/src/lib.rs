@@ -982,7 +982,7 @@ impl<T: Clone> Scheduler<T> {
         }
         let mut steps = Steps::new();
         for (seg, set) in state.validity.segments_in(range.clone()) {
-            if set.is_empty() || set.contains(to) {
+            if set.serves(to) {
                 continue;
             }
             for (from, hop_to) in self.route(&set, to) {

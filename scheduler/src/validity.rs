@@ -24,6 +24,12 @@ impl ValidSet {
         self.0.is_empty()
     }
 
+    /// Whether `loc` may use these bytes as they are: it holds the newest, or nobody
+    /// ever defined them.
+    pub fn serves(&self, loc: Location) -> bool {
+        self.is_empty() || self.contains(loc)
+    }
+
     pub fn locations(&self) -> &[Location] {
         &self.0
     }
@@ -89,7 +95,14 @@ impl ValidityMap {
         let first = self.segments.partition_point(|(r, _)| r.end <= range.start);
         (self.segments[first..].iter())
             .take_while(|(r, _)| r.start < range.end)
-            .all(|(_, set)| set.is_empty() || set.contains(loc))
+            .all(|(_, set)| set.serves(loc))
+    }
+
+    /// The set of the one segment holding all of `range`, if one does.
+    fn segment_holding(&self, range: &Range<u64>) -> Option<&ValidSet> {
+        let i = self.segments.partition_point(|(r, _)| r.end <= range.start);
+        let (r, set) = self.segments.get(i)?;
+        (r.start <= range.start && range.end <= r.end).then_some(set)
     }
 
     /// Splits segments so that `at` is a segment boundary.
@@ -110,14 +123,11 @@ impl ValidityMap {
         }
         // Within one segment that the update leaves as it is (a device writing a buffer
         // it alone holds, every launch of a solver): nothing to split or merge.
-        let i = self.segments.partition_point(|(r, _)| r.end <= range.start);
-        if let Some((r, set)) = self.segments.get(i) {
-            if r.start <= range.start && range.end <= r.end {
-                let mut after = set.clone();
-                f(&mut after);
-                if after == *set {
-                    return;
-                }
+        if let Some(set) = self.segment_holding(&range) {
+            let mut after = set.clone();
+            f(&mut after);
+            if after == *set {
+                return;
             }
         }
         self.split_at(range.start);
@@ -149,11 +159,11 @@ impl ValidityMap {
     /// `loc` wrote `range`: it alone holds the newest bytes.
     pub fn set_only(&mut self, range: Range<u64>, loc: Location) {
         // Already so (a device writing what it alone holds): not even a set to build.
-        let i = self.segments.partition_point(|(r, _)| r.end <= range.start);
-        if let Some((r, set)) = self.segments.get(i) {
-            if r.start <= range.start && range.end <= r.end && set.locations() == [loc] {
-                return;
-            }
+        if self
+            .segment_holding(&range)
+            .is_some_and(|set| set.locations() == [loc])
+        {
+            return;
         }
         self.update(range, |set| *set = ValidSet::only(loc));
     }
