@@ -8,6 +8,8 @@
 # with timing (a command whose dependencies are not done goes to the issuer thread).
 #
 #   bash benches/run-enqueue-cost.sh            # needs valgrind
+#   BREAKDOWN=1 bash benches/run-enqueue-cost.sh   # and where each figure goes, by part
+#                                                  # (benches/cost-breakdown.py)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -21,35 +23,60 @@ cc -O2 -std=c11 -pthread -Itests/c -o "$out/cg" benches/apps/cg.c -lOpenCL -lm
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Instructions of the main thread inside the entry points named in TOGGLE (space
-# separated), for PROGRAM run with ENV... and PRELOAD: counted PRELOAD PROGRAM ENV...
+# separated), for PROGRAM run with ENV... and PRELOAD, profiled into DIR (kept for
+# the breakdown): counted DIR PRELOAD PROGRAM ENV...
 counted() {
-  local preload=$1 program=$2 dir t
-  shift 2
+  local dir=$1 preload=$2 program=$3 t
+  shift 3
   local toggles=()
   for t in $TOGGLE; do toggles+=("--toggle-collect=$t"); done
-  dir=$(mktemp -d -p "$work")
+  mkdir -p "$dir"
   (cd "$dir" && env "$@" valgrind --tool=callgrind --separate-threads=yes --trace-children=yes \
     "${toggles[@]}" env ${preload:+LD_PRELOAD=$preload} "$program" >out 2>&1) || true
   grep -q PASS "$dir/out" || { echo "failed: $program $*" >&2; exit 1; }
   grep -h "^totals:" "$dir"/callgrind.out.*-01 | awk '{print $2}'
 }
+# The program's thread's profile in DIR.
+profile() { ls "$1"/callgrind.out.*-01; }
+# Each figure: TAG PRELOAD (FIGURE: kernel or cg), profiles in $work/TAG-FIGURE-{short,long}.
 kernel() {
-  local a b
+  local a b d="$work/$1-kernel"
   TOGGLE=clEnqueueNDRangeKernel
-  a=$(counted "$1" "$out/roundtrip" POCL_DEVICES=pthread RT_ITERS=50 RT_BURST=1)
-  b=$(counted "$1" "$out/roundtrip" POCL_DEVICES=pthread RT_ITERS=450 RT_BURST=1)
+  a=$(counted "$d-short" "$2" "$out/roundtrip" POCL_DEVICES=pthread RT_ITERS=50 RT_BURST=1)
+  b=$(counted "$d-long" "$2" "$out/roundtrip" POCL_DEVICES=pthread RT_ITERS=450 RT_BURST=1)
   echo $(((b - a) / 440))
 }
 cg() {
   local env=("POCL_DEVICES=pthread pthread pthread pthread" APP_SIZE=32 POCL_KERNEL_CACHE=1)
-  local a b
+  local a b d="$work/$1-cg"
   TOGGLE="clEnqueueNDRangeKernel clEnqueueCopyBuffer clEnqueueReadBuffer clSetKernelArg"
-  a=$(counted "$1" "$out/cg" "${env[@]}" APP_ITERS=50)
-  b=$(counted "$1" "$out/cg" "${env[@]}" APP_ITERS=150)
+  a=$(counted "$d-short" "$2" "$out/cg" "${env[@]}" APP_ITERS=50)
+  b=$(counted "$d-long" "$2" "$out/cg" "${env[@]}" APP_ITERS=150)
   echo $(((b - a) / 100))
 }
+breakdown() {
+  local tag=$1
+  echo "$tag, a kernel after a wait:"
+  python3 benches/cost-breakdown.py "$(profile "$work/$tag-kernel-short")" \
+    "$(profile "$work/$tag-kernel-long")" 440
+  echo "$tag, a CG iteration:"
+  python3 benches/cost-breakdown.py "$(profile "$work/$tag-cg-short")" \
+    "$(profile "$work/$tag-cg-long")" 100 --top "${TOP:-0}"
+}
 printf '%-40s %22s %26s\n' "" "kernel after a wait" "CG iteration (4 devices)"
-printf '%-40s %22s %26s\n' native "$(kernel "")" "$(cg "")"
+printf '%-40s %22s %26s\n' native "$(kernel native "")" "$(cg native "")"
+n=0
 for l in ${LIBS:-$lib}; do
-  printf '%-40s %22s %26s\n' "$(basename "$l")" "$(kernel "$l")" "$(cg "$l")"
+  n=$((n + 1))
+  printf '%-40s %22s %26s\n' "$(basename "$l")" "$(kernel "lib$n" "$l")" "$(cg "lib$n" "$l")"
 done
+if [ -n "${BREAKDOWN:-}" ]; then
+  echo
+  echo "Instructions per unit by part (each function's own, inlined code included):"
+  breakdown native
+  n=0
+  for l in ${LIBS:-$lib}; do
+    n=$((n + 1))
+    breakdown "lib$n" | sed "s|^lib$n|$(basename "$l")|"
+  done
+fi

@@ -296,6 +296,17 @@ struct RangeHazards<T> {
     /// keep the search through many (one per sub-buffer) in cache.
     ranges: Vec<Range<u64>>,
     hazards: Vec<Hazards<T>>,
+    /// The streams of the accesses recorded since a write last covered every segment.
+    streams: Streams,
+}
+
+/// Which streams an instance's recorded accesses were on: a superset of those its
+/// hazards still hold (forgetting done readers leaves it as it is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Streams {
+    None,
+    One(StreamId),
+    Several,
 }
 
 impl<T> Default for RangeHazards<T> {
@@ -303,11 +314,35 @@ impl<T> Default for RangeHazards<T> {
         RangeHazards {
             ranges: Vec::new(),
             hazards: Vec::new(),
+            streams: Streams::None,
         }
     }
 }
 
 impl<T: Clone> RangeHazards<T> {
+    /// Whether an access on `stream` conflicts with nothing recorded here, whatever its
+    /// bytes and whoever made it: every recorded access was on that stream, which orders
+    /// them. A solver's kernels find so at every launch between its exchanges, and skip
+    /// the walk through the segments.
+    fn only_on(&self, stream: StreamId) -> bool {
+        match self.streams {
+            Streams::None => true,
+            Streams::One(s) => s == stream,
+            Streams::Several => false,
+        }
+    }
+
+    /// Notes an access on `stream`; `replaces_all`: a write covering every segment,
+    /// whose hazards are then the only ones.
+    fn note_stream(&mut self, stream: StreamId, replaces_all: bool) {
+        self.streams = match self.streams {
+            _ if replaces_all => Streams::One(stream),
+            Streams::None => Streams::One(stream),
+            Streams::One(s) if s == stream => Streams::One(s),
+            _ => Streams::Several,
+        };
+    }
+
     /// The index of the first segment ending after `at`.
     fn first_after(&self, at: u64) -> usize {
         match self.ranges.as_slice() {
@@ -353,13 +388,29 @@ impl<T: Clone> RangeHazards<T> {
         token: &T,
         done: &impl Fn(&T) -> bool,
     ) {
+        let covers_all = (self.ranges.first()).is_none_or(|f| range.start <= f.start)
+            && (self.ranges.last()).is_none_or(|l| l.end <= range.end);
+        self.note_stream(stream, mode.writes() && covers_all);
         let i = self.first_after(range.start);
         // The common case: a segment that is exactly the range.
         if self.ranges.get(i) == Some(range) {
             return self.hazards[i].record(mode, stream, scope, token, done);
         }
-        self.split_at(range.start);
-        self.split_at(range.end);
+        if mode.writes() && covers_all {
+            // A whole buffer written after parts of it (a solver's ghost rows).
+            let mut h = Hazards::default();
+            h.record(mode, stream, scope, token, done);
+            self.ranges.clear();
+            self.ranges.push(range.clone());
+            self.hazards.clear();
+            self.hazards.push(h);
+            return;
+        }
+        // No segment straddles the range's ends when it covers them all.
+        if !covers_all {
+            self.split_at(range.start);
+            self.split_at(range.end);
+        }
         let i = self.first_after(range.start);
         let j = self.ranges.partition_point(|r| r.start < range.end);
         if mode.writes() {
@@ -406,6 +457,9 @@ impl<X: Clone> RangeHazards<Tok<X>> {
         stream: StreamId,
         out: &mut Vec<Tok<X>>,
     ) {
+        if self.only_on(stream) {
+            return;
+        }
         if at == Location::Host {
             return self.deps_for(range, mode, stream, out);
         }
@@ -447,6 +501,9 @@ fn unique<T>(deps: &mut Vec<Tok<T>>) -> Vec<T> {
 /// [`unique`], and how many of the tokens kept first appear among `deps[..split]`
 /// (they come first).
 fn unique_split<T>(deps: &mut Vec<Tok<T>>, split: usize) -> (Vec<T>, usize) {
+    if deps.is_empty() {
+        return (Vec::new(), 0);
+    }
     let mut before = 0;
     if deps.len() > 16 {
         let mut seen = rustc_hash::FxHashSet::default();
@@ -472,6 +529,23 @@ fn unique_split<T>(deps: &mut Vec<Tok<T>>, split: usize) -> (Vec<T>, usize) {
     (deps.drain(..).map(|(_, _, _, t)| t).collect(), before)
 }
 
+/// Adds to `deps` what an access at `loc` conflicts with among the accesses recorded
+/// at that instance of its buffer (`whole`: it conflicts with the same thread's
+/// accesses of any bytes there, see `Tok`).
+fn instance_deps<T: Clone>(
+    state: &BufferState<T>,
+    loc: Location,
+    thread: u32,
+    whole: bool,
+    access: &Access,
+    stream: StreamId,
+    deps: &mut Vec<Tok<T>>,
+) {
+    if let Some(h) = state.hazards.get(&loc) {
+        h.deps_at(loc, thread, whole, &access.range, access.mode, stream, deps);
+    }
+}
+
 /// The hazards of a buffer's instances, by location, sorted: a buffer has a few (its
 /// devices and the host copy), looked up on every access, where hashing cost more than
 /// the search.
@@ -486,15 +560,16 @@ impl<T> Default for Instances<T> {
 
 impl<T> Instances<T> {
     fn get(&self, loc: &Location) -> Option<&RangeHazards<T>> {
-        let i = self.0.binary_search_by(|(l, _)| l.cmp(loc)).ok()?;
-        Some(&self.0[i].1)
+        // A search through the few is cheaper than a binary one.
+        self.0.iter().find(|(l, _)| l == loc).map(|(_, h)| h)
     }
 
     /// The instance's hazards, none yet for a location not accessed before.
     fn entry(&mut self, loc: Location) -> &mut RangeHazards<T> {
-        let i = match self.0.binary_search_by(|(l, _)| l.cmp(&loc)) {
-            Ok(i) => i,
-            Err(i) => {
+        let i = match self.0.iter().position(|(l, _)| *l == loc) {
+            Some(i) => i,
+            None => {
+                let i = self.0.partition_point(|(l, _)| *l < loc);
                 self.0.insert(i, (loc, RangeHazards::default()));
                 i
             }
@@ -816,47 +891,51 @@ impl<T: Clone> Scheduler<T> {
             if access.range.is_empty() {
                 continue;
             }
+            // Unknown buffers are ignored (see above).
+            let Some(state) = self.buffers.get(&access.buffer) else {
+                continue;
+            };
+            // Whether anything must come first: mostly not (a solver's kernels read
+            // what their device holds), and then one look-up of the buffer serves all.
+            let brings = access.mode.reads()
+                && match state.attached {
+                    Some(a) => Location::Device(a) != at,
+                    None => !state.validity.nothing_to_bring(&access.range, at),
+                };
+            if !brings {
+                let whole = access.aliased || whole_at;
+                instance_deps(state, at, self.thread, whole, access, stream, &mut deps);
+                continue;
+            }
+            let pass_through = access.passes_through();
             let mut loc = at;
-            if access.mode.reads() {
-                let pass_through = access.passes_through();
-                match (
-                    self.in_place_source(access, at),
-                    self.attached(access.buffer),
-                ) {
-                    (Some(d), _) => {
-                        self.elsewhere.push((i, d));
-                        loc = Location::Device(d);
-                    }
-                    (None, Some(a)) if Location::Device(a) != at => self.move_range(
-                        access.buffer,
-                        access.range.clone(),
-                        Location::Device(a),
-                        at,
-                        pass_through,
-                        &mut submit_step,
-                    ),
-                    (None, Some(_)) => {}
-                    (None, None) => self.bring_valid(
-                        access.buffer,
-                        access.range.clone(),
-                        at,
-                        pass_through,
-                        &mut submit_step,
-                    ),
+            match (
+                self.in_place_source(access, at),
+                self.attached(access.buffer),
+            ) {
+                (Some(d), _) => {
+                    self.elsewhere.push((i, d));
+                    loc = Location::Device(d);
                 }
+                (None, Some(a)) => self.move_range(
+                    access.buffer,
+                    access.range.clone(),
+                    Location::Device(a),
+                    at,
+                    pass_through,
+                    &mut submit_step,
+                ),
+                (None, None) => self.bring_valid(
+                    access.buffer,
+                    access.range.clone(),
+                    at,
+                    pass_through,
+                    &mut submit_step,
+                ),
             }
             if let Some(state) = self.buffers.get(&access.buffer) {
-                if let Some(h) = state.hazards.get(&loc) {
-                    h.deps_at(
-                        loc,
-                        self.thread,
-                        access.aliased || whole(self, loc),
-                        &access.range,
-                        access.mode,
-                        stream,
-                        &mut deps,
-                    );
-                }
+                let whole = access.aliased || whole(self, loc);
+                instance_deps(state, loc, self.thread, whole, access, stream, &mut deps);
             }
         }
         let own = (self.next_access, self.thread, false, token.clone());
@@ -864,6 +943,8 @@ impl<T: Clone> Scheduler<T> {
         self.next_access += 1;
         let done = self.done;
         let done = |t: &Tok<T>| done(&t.3);
+        // Written bytes of attached buffers go back to their device after the command.
+        let mut write_backs: Vec<(BufferId, Range<u64>, u32)> = Vec::new();
         for (i, access) in accesses.iter().enumerate() {
             if access.range.is_empty() {
                 continue;
@@ -873,8 +954,14 @@ impl<T: Clone> Scheduler<T> {
             let Some(state) = self.buffers.get_mut(&access.buffer) else {
                 continue;
             };
-            if access.mode.writes() && state.attached.is_none() {
-                state.validity.set_only(access.range.clone(), at);
+            if access.mode.writes() {
+                match state.attached {
+                    None => state.validity.set_only(access.range.clone(), at),
+                    Some(a) if Location::Device(a) != at => {
+                        write_backs.push((access.buffer, access.range.clone(), a));
+                    }
+                    Some(_) => {}
+                }
             }
             state.hazards.entry(loc).record(
                 &access.range,
@@ -889,23 +976,15 @@ impl<T: Clone> Scheduler<T> {
                 &done,
             );
         }
-        // Written bytes of attached buffers go back to their device after the command.
-        for access in accesses {
-            if access.range.is_empty() || !access.mode.writes() {
-                continue;
-            }
-            if let Some(a) = self.attached(access.buffer) {
-                if Location::Device(a) != at {
-                    self.move_range(
-                        access.buffer,
-                        access.range.clone(),
-                        at,
-                        Location::Device(a),
-                        false,
-                        &mut submit_step,
-                    );
-                }
-            }
+        for (buffer, range, a) in write_backs {
+            self.move_range(
+                buffer,
+                range,
+                at,
+                Location::Device(a),
+                false,
+                &mut submit_step,
+            );
         }
         let deps_once = unique(&mut deps);
         self.scratch = deps;
@@ -1304,6 +1383,46 @@ mod tests {
                 (Location::Host, at(0), 8..16),
             ]
         );
+    }
+
+    #[test]
+    fn an_instance_used_by_one_stream_asks_no_walk_until_another_comes() {
+        let mut h = RangeHazards::<(u64, u32, bool, u32)>::default();
+        let tok = |n: u32| (n as u64, 0, false, n);
+        let done = |_: &(u64, u32, bool, u32)| false;
+        let deps = |h: &RangeHazards<_>, range: Range<u64>, mode, stream| {
+            let mut out = Vec::new();
+            h.deps_at(
+                Location::Device(0),
+                0,
+                false,
+                &range,
+                mode,
+                stream,
+                &mut out,
+            );
+            out.into_iter()
+                .map(|t: (u64, u32, bool, u32)| t.3)
+                .collect::<Vec<_>>()
+        };
+        assert!(h.only_on(1));
+        h.record(&(0..64), Mode::Write, 1, None, &tok(1), &done);
+        h.record(&(0..16), Mode::Read, 1, None, &tok(2), &done);
+        assert!(h.only_on(1) && !h.only_on(2));
+        assert_eq!(deps(&h, 0..64, Mode::Write, 1), Vec::<u32>::new());
+        // A read of part of it by another stream: a writer on the first waits for it.
+        h.record(&(48..64), Mode::Read, 2, None, &tok(3), &done);
+        assert!(!h.only_on(1));
+        assert_eq!(deps(&h, 0..64, Mode::Write, 1), vec![3]);
+        // A write of part of it keeps the other stream's reader elsewhere.
+        h.record(&(0..16), Mode::Write, 1, None, &tok(4), &done);
+        assert!(!h.only_on(1));
+        assert_eq!(deps(&h, 16..64, Mode::Write, 1), vec![3]);
+        // A write of all of it leaves its own stream alone again.
+        h.record(&(0..64), Mode::ReadWrite, 1, None, &tok(5), &done);
+        assert!(h.only_on(1));
+        assert_eq!(deps(&h, 0..64, Mode::Read, 1), Vec::<u32>::new());
+        assert_eq!(deps(&h, 0..64, Mode::Read, 2), vec![5]);
     }
 
     fn no_steps_expected(_: &Step, _: Vec<u32>) -> (u64, u32) {
