@@ -248,6 +248,8 @@ struct PinnedClass {
     chunks: Vec<VMem>,
     /// The vendor could not make one: pageable staging from then on.
     refused: bool,
+    /// Chunks being mapped now, by threads that let go of the lock meanwhile.
+    mapping: usize,
 }
 
 impl Pinned {
@@ -269,8 +271,18 @@ impl Pinned {
         let (chunk, chunks) = class_chunks(class);
         let ptr = {
             let mut c = self.classes[class].lock();
-            if c.free.is_empty() && c.chunks.len() < chunks && !c.refused {
-                match self.map_chunk(chunk) {
+            if c.free.is_empty() && c.chunks.len() + c.mapping < chunks && !c.refused {
+                // Mapped without the lock: the vendor's threads give blocks back to
+                // this class as they complete commands (`Staging`'s drop), and a
+                // blocking map waits for those threads. Holding the lock through it,
+                // four ranks on two cores (the Slurm job) hung: the map waited for a
+                // worker that waited for the lock.
+                c.mapping += 1;
+                drop(c);
+                let mapped = self.map_chunk(chunk);
+                c = self.classes[class].lock();
+                c.mapping -= 1;
+                match mapped {
                     Ok((mem, base)) => {
                         c.free
                             .extend((0..chunk / size).rev().map(|i| base + i * size));
