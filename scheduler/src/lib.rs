@@ -335,11 +335,10 @@ impl<T: Clone> RangeHazards<T> {
     /// Notes an access on `stream`; `replaces_all`: a write covering every segment,
     /// whose hazards are then the only ones.
     fn note_stream(&mut self, stream: StreamId, replaces_all: bool) {
-        self.streams = match self.streams {
-            _ if replaces_all => Streams::One(stream),
-            Streams::None => Streams::One(stream),
-            Streams::One(s) if s == stream => Streams::One(s),
-            _ => Streams::Several,
+        self.streams = if replaces_all || self.only_on(stream) {
+            Streams::One(stream)
+        } else {
+            Streams::Several
         };
     }
 
@@ -396,30 +395,29 @@ impl<T: Clone> RangeHazards<T> {
         if self.ranges.get(i) == Some(range) {
             return self.hazards[i].record(mode, stream, scope, token, done);
         }
-        if mode.writes() && covers_all {
-            // A whole buffer written after parts of it (a solver's ghost rows).
-            let mut h = Hazards::default();
-            h.record(mode, stream, scope, token, done);
-            self.ranges.clear();
-            self.ranges.push(range.clone());
-            self.hazards.clear();
-            self.hazards.push(h);
-            return;
-        }
         // No segment straddles the range's ends when it covers them all.
         if !covers_all {
             self.split_at(range.start);
             self.split_at(range.end);
         }
-        let i = self.first_after(range.start);
-        let j = self.ranges.partition_point(|r| r.start < range.end);
         if mode.writes() {
             let mut h = Hazards::default();
             h.record(mode, stream, scope, token, done);
-            self.ranges.splice(i..j, [range.clone()]);
-            self.hazards.splice(i..j, [h]);
+            if covers_all {
+                // A whole buffer written after parts of it (a solver's ghost rows).
+                self.ranges.clear();
+                self.hazards.clear();
+                self.ranges.push(range.clone());
+                self.hazards.push(h);
+            } else {
+                let i = self.first_after(range.start);
+                let j = self.ranges.partition_point(|r| r.start < range.end);
+                self.ranges.splice(i..j, [range.clone()]);
+                self.hazards.splice(i..j, [h]);
+            }
             return;
         }
+        let i = self.first_after(range.start);
         // Bytes never accessed get their own (empty) segments first.
         let mut at = range.start;
         let mut k = i;
@@ -897,8 +895,9 @@ impl<T: Clone> Scheduler<T> {
             };
             // Whether anything must come first: mostly not (a solver's kernels read
             // what their device holds), and then one look-up of the buffer serves all.
+            let attached = state.attached;
             let brings = access.mode.reads()
-                && match state.attached {
+                && match attached {
                     Some(a) => Location::Device(a) != at,
                     None => !state.validity.nothing_to_bring(&access.range, at),
                 };
@@ -909,10 +908,7 @@ impl<T: Clone> Scheduler<T> {
             }
             let pass_through = access.passes_through();
             let mut loc = at;
-            match (
-                self.in_place_source(access, at),
-                self.attached(access.buffer),
-            ) {
+            match (self.in_place_source(access, at), attached) {
                 (Some(d), _) => {
                     self.elsewhere.push((i, d));
                     loc = Location::Device(d);

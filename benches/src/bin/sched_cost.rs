@@ -48,93 +48,87 @@ fn main() {
         }
         bufs.push(ids);
     }
-    let stream = |d: u32| 1 + d as u64;
-    let mut next = 0u64;
-    let mut commands = 0u64;
-    let mut run = |s: &mut Scheduler<Arc<u64>>, d: u32, a: &[Access]| {
-        next += 1;
-        commands += 1;
-        let token = Arc::new(next);
-        let deps = s.schedule(Location::Device(d), stream(d), a, &token, |_, _| {
-            (u64::MAX, Arc::new(0))
-        });
-        std::hint::black_box(deps);
+    // One iteration of cg.c, phase by phase as it enqueues them: (device, accesses).
+    let plen = len + 2 * row;
+    let whole = |b: u64, size: u64, mode: Mode| acc(b, 0..size, mode, false);
+    let buffers = |d: u32| -> [u64; 5] { bufs[d as usize][..].try_into().expect("five") };
+    let mut iteration: Vec<(u32, Vec<Access>)> = Vec::new();
+    // Ghost rows of p from the neighbours, on the receiving device's queue.
+    for d in 0..ndev - 1 {
+        let (p0, p1) = (buffers(d)[3], buffers(d + 1)[3]);
+        let lo = rows * row;
+        iteration.push((
+            d + 1,
+            vec![
+                acc(p0, lo..lo + row, Mode::Read, true),
+                acc(p1, 0..row, Mode::Write, false),
+            ],
+        ));
+        iteration.push((
+            d,
+            vec![
+                acc(p1, row..2 * row, Mode::Read, true),
+                acc(p0, lo + row..lo + 2 * row, Mode::Write, false),
+            ],
+        ));
+    }
+    // q = A p; then p.q and r.r, each partial sums and their read (`device_dot`).
+    let dot = |iteration: &mut Vec<(u32, Vec<Access>)>, a: usize, b: usize, a_size: u64| {
+        for d in 0..ndev {
+            let bs = buffers(d);
+            iteration.push((
+                d,
+                vec![
+                    whole(bs[4], 128, Mode::ReadWrite),
+                    whole(bs[a], a_size, Mode::Read),
+                    whole(bs[b], len, Mode::Read),
+                ],
+            ));
+            iteration.push((d, vec![whole(bs[4], 128, Mode::Read)]));
+        }
     };
+    for d in 0..ndev {
+        let [_, _, q, p, _] = buffers(d);
+        iteration.push((
+            d,
+            vec![whole(q, len, Mode::ReadWrite), whole(p, plen, Mode::Read)],
+        ));
+    }
+    dot(&mut iteration, 3, 2, plen);
+    for d in 0..ndev {
+        let [x, r, q, p, _] = buffers(d);
+        iteration.push((
+            d,
+            vec![
+                whole(x, len, Mode::ReadWrite),
+                whole(r, len, Mode::ReadWrite),
+                whole(p, plen, Mode::Read),
+                whole(q, len, Mode::Read),
+            ],
+        ));
+    }
+    dot(&mut iteration, 1, 1, len);
+    for d in 0..ndev {
+        let [_, r, _, p, _] = buffers(d);
+        iteration.push((
+            d,
+            vec![whole(p, plen, Mode::ReadWrite), whole(r, len, Mode::Read)],
+        ));
+    }
+    let mut next = 0u64;
     let start = std::time::Instant::now();
     for _ in 0..iters {
-        for d in 0..ndev as usize - 1 {
-            let (p0, p1) = (bufs[d][3], bufs[d + 1][3]);
-            let lo = rows * row;
-            run(
-                &mut s,
-                d as u32 + 1,
-                &[
-                    acc(p0, lo..lo + row, Mode::Read, true),
-                    acc(p1, 0..row, Mode::Write, false),
-                ],
-            );
-            run(
-                &mut s,
-                d as u32,
-                &[
-                    acc(p1, row..2 * row, Mode::Read, true),
-                    acc(p0, lo + row..lo + 2 * row, Mode::Write, false),
-                ],
-            );
-        }
-        for d in 0..ndev {
-            let [x, r, q, p, part] = bufs[d as usize][..] else {
-                unreachable!()
-            };
-            let plen = len + 2 * row;
-            run(
-                &mut s,
-                d,
-                &[
-                    acc(q, 0..len, Mode::ReadWrite, false),
-                    acc(p, 0..plen, Mode::Read, false),
-                ],
-            );
-            run(
-                &mut s,
-                d,
-                &[
-                    acc(part, 0..128, Mode::ReadWrite, false),
-                    acc(p, 0..plen, Mode::Read, false),
-                    acc(q, 0..len, Mode::Read, false),
-                ],
-            );
-            run(&mut s, d, &[acc(part, 0..128, Mode::Read, false)]);
-            run(
-                &mut s,
-                d,
-                &[
-                    acc(x, 0..len, Mode::ReadWrite, false),
-                    acc(r, 0..len, Mode::ReadWrite, false),
-                    acc(p, 0..plen, Mode::Read, false),
-                    acc(q, 0..len, Mode::Read, false),
-                ],
-            );
-            run(
-                &mut s,
-                d,
-                &[
-                    acc(part, 0..128, Mode::ReadWrite, false),
-                    acc(r, 0..len, Mode::Read, false),
-                    acc(r, 0..len, Mode::Read, false),
-                ],
-            );
-            run(&mut s, d, &[acc(part, 0..128, Mode::Read, false)]);
-            run(
-                &mut s,
-                d,
-                &[
-                    acc(p, 0..plen, Mode::ReadWrite, false),
-                    acc(r, 0..len, Mode::Read, false),
-                ],
-            );
+        for (d, accesses) in &iteration {
+            next += 1;
+            let token = Arc::new(next);
+            let stream = 1 + *d as u64;
+            let deps = s.schedule(Location::Device(*d), stream, accesses, &token, |_, _| {
+                (u64::MAX, Arc::new(0))
+            });
+            std::hint::black_box(deps);
         }
     }
+    let commands = next;
     let ns = start.elapsed().as_nanos() as f64 / commands as f64;
     println!("{commands} commands, {ns:.1} ns per command");
 }
