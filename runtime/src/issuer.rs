@@ -336,7 +336,9 @@ pub type JobRun = Box<dyn FnOnce(&mut IssuerState, RunAs) + Send>;
 
 pub struct Job {
     pub info: JobInfo,
-    pub run: JobRun,
+    run: JobRun,
+    /// When it was handed to the issuer (for the trace; 0: not traced).
+    handed: u64,
 }
 
 /// How many joins deep a dependency is looked through (`Event::vendor_waitable`).
@@ -376,8 +378,11 @@ impl JobInfo {
     }
 }
 
-/// A job and when it was handed to the issuer (for the trace; 0: not traced).
-type Handed = (Job, u64);
+/// A job as it reaches the issuer: boxed once, it moves through the channel, the
+/// batch, the held queues and the pile of what jobs leave as one pointer. Each move of
+/// the description itself (some 200 bytes) was a `memcpy`, about 600 instructions a
+/// job in all (the seventeenth steps).
+type Handed = Box<Job>;
 
 /// What reaches an issuer: a job, word that a dependency of a held job is done, or
 /// that an unbacked kernel's completion is needed (`Issuer::back`).
@@ -541,11 +546,16 @@ impl Issuer {
 
     /// Hands `job` to the issuer thread, in schedule order (the caller holds the
     /// scheduler lock), where `caller_runs` said no.
-    pub fn send(&self, job: Job) {
+    pub fn send(&self, info: JobInfo, run: JobRun) {
         use std::sync::atomic::Ordering;
         self.shared.pending.fetch_add(1, Ordering::AcqRel);
+        let job = Box::new(Job {
+            info,
+            run,
+            handed: crate::trace::begin(),
+        });
         // The issuer only stops when the process exits, so the channel stays open.
-        let _ = self.tx.send(Message::Job((job, crate::trace::begin())));
+        let _ = self.tx.send(Message::Job(job));
     }
 }
 
@@ -809,18 +819,18 @@ fn run(
         }
         let share = sharing(&batch);
         let mut jobs = batch.drain(..).zip(share).peekable();
-        while let Some(((job, handed), share)) = jobs.next() {
+        while let Some((job, share)) = jobs.next() {
             if held.holds_queue(&job.info)
                 || (hold && !job.info.ready())
                 || held.blocks_too_soon(&job.info)
             {
-                held.hold(job, handed, &wake);
+                held.hold(job, &wake);
             } else {
                 let how = if share { RunAs::Shared } else { RunAs::Own };
-                run_job(job, handed, how, &mut state);
+                run_job(job, how, &mut state);
                 shared.ran_one();
                 // A long batch must not hold back what the vendor finished meanwhile.
-                poll_between_jobs(jobs.peek().map(|((j, _), _)| &j.info));
+                poll_between_jobs(jobs.peek().map(|(j, _)| &j.info));
             }
         }
         drop(jobs);
@@ -851,7 +861,7 @@ impl Held {
 
     /// Each dependency the vendor cannot wait on wakes the issuer when done (one held
     /// only behind another on its queue needs none: it goes when that one has).
-    fn hold(&mut self, job: Job, handed: u64, wake: &Sender<Message>) {
+    fn hold(&mut self, job: Handed, wake: &Sender<Message>) {
         if crate::trace::on() {
             // The commands it waits for that the vendor cannot (up to three).
             let mut by = job.info.unready().map(|d| d.seq);
@@ -881,19 +891,19 @@ impl Held {
                 // every issuer holding).
                 let behind = |e: &Arc<Event>| job.info.behind.iter().any(|b| Arc::ptr_eq(b, e));
                 let at = (jobs.iter())
-                    .rposition(|(j, _)| behind(&j.info.event) || j.info.behind.iter().any(behind))
+                    .rposition(|j| behind(&j.info.event) || j.info.behind.iter().any(behind))
                     .map_or(0, |i| i + 1);
                 let mut job = job;
-                if let Some((next, _)) = jobs.get(at) {
+                if let Some(next) = jobs.get(at) {
                     // Held queues stay in hand-over order (`blocks_too_soon`).
                     job.info.order = job.info.order.min(next.info.order);
                 }
-                jobs.insert(at, (job, handed));
+                jobs.insert(at, job);
             }
-            Some((_, jobs)) => jobs.push_back((job, handed)),
+            Some((_, jobs)) => jobs.push_back(job),
             None => {
                 let vqueue = job.info.vqueue;
-                self.queues.push((vqueue, [(job, handed)].into()));
+                self.queues.push((vqueue, [job].into()));
             }
         }
     }
@@ -904,8 +914,8 @@ impl Held {
         // In hand-over order across queues: a blocking job among them must find every
         // older one issued (`blocks_too_soon`).
         while let Some(i) = self.first_by(|job| Some(job.order)) {
-            let (job, handed) = self.queues[i].1.pop_front().expect("a first job");
-            run_job(job, handed, RunAs::Own, state);
+            let job = self.queues[i].1.pop_front().expect("a first job");
+            run_job(job, RunAs::Own, state);
             shared.ran_one();
         }
         self.queues.clear();
@@ -914,7 +924,7 @@ impl Held {
     /// The queue whose first job has the least `key` (none: not eligible).
     fn first_by<K: Ord>(&self, key: impl Fn(&JobInfo) -> Option<K>) -> Option<usize> {
         (self.queues.iter().enumerate())
-            .filter_map(|(i, (_, jobs))| Some((key(&jobs.front()?.0.info)?, i)))
+            .filter_map(|(i, (_, jobs))| Some((key(&jobs.front()?.info)?, i)))
             .min()
             .map(|(_, i)| i)
     }
@@ -928,7 +938,7 @@ impl Held {
     fn blocks_too_soon(&self, job: &JobInfo) -> bool {
         job.blocking
             && (self.queues.iter())
-                .any(|(_, jobs)| jobs.front().is_some_and(|(j, _)| j.info.order < job.order))
+                .any(|(_, jobs)| jobs.front().is_some_and(|j| j.info.order < job.order))
     }
 
     /// Issues the held jobs that became ready, in order on each queue, until none does
@@ -939,25 +949,25 @@ impl Held {
     /// kernel of the application queue, some 11 µs later on an H100.
     fn release(&mut self, state: &mut IssuerState, shared: &Shared) {
         while let Some(i) = self.next_ready() {
-            let (job, handed) = self.queues[i].1.pop_front().expect("a first job");
+            let job = self.queues[i].1.pop_front().expect("a first job");
             let absorbed = self.landed_after(i, &job.info);
             if !absorbed.is_empty() {
-                run_merged((job, handed), absorbed, state);
+                run_merged(job, absorbed, state);
             } else if self.backs(i, &job.info) {
                 // Back to back, nothing polled between: the kernel's completion is the
                 // next job's.
                 let next = self.queues[i].1.pop_front().expect("a next job");
-                run_job(job, handed, RunAs::Shared, state);
-                run_job(next.0, next.1, RunAs::Own, state);
+                run_job(job, RunAs::Shared, state);
+                run_job(next, RunAs::Own, state);
             } else {
-                run_job(job, handed, RunAs::Own, state);
+                run_job(job, RunAs::Own, state);
             }
             shared.ran_one();
             // As in a batch: ten held jobs released after a receive took 120 µs of
             // vendor calls on an H100, and a boundary read done after the third was
             // seen 70 µs late.
             let next = self.next_ready().and_then(|i| self.queues[i].1.front());
-            poll_between_jobs(next.map(|(j, _)| &j.info));
+            poll_between_jobs(next.map(|j| &j.info));
         }
         self.queues.retain(|(_, jobs)| !jobs.is_empty());
     }
@@ -972,7 +982,7 @@ impl Held {
             return taken;
         };
         let (start, mut end) = (l.offset, l.offset + l.len);
-        while let Some((next, _)) = self.queues[i].1.front() {
+        while let Some(next) = self.queues[i].1.front() {
             let fits = next.info.landing.as_ref().filter(|n| {
                 Arc::ptr_eq(&n.mem, &l.mem)
                     && n.offset == end
@@ -1001,7 +1011,7 @@ impl Held {
         kernel
             && !first.blocking
             && !first.event.profiling
-            && self.queues[i].1.front().is_some_and(|(next, _)| {
+            && self.queues[i].1.front().is_some_and(|next| {
                 next.info.ready() && next.info.mergeable() && !self.blocks_too_soon(&next.info)
             })
     }
@@ -1027,7 +1037,7 @@ fn sharing(batch: &[Handed]) -> Vec<bool> {
     let mut later_queues: Vec<(usize, bool)> = Vec::new();
     let mut waited_for: rustc_hash::FxHashSet<*const Event> = Default::default();
     let mut blocking_later = false;
-    for (i, (job, _)) in batch.iter().enumerate().rev() {
+    for (i, job) in batch.iter().enumerate().rev() {
         let info = &job.info;
         let next = later_queues.iter_mut().find(|(q, _)| *q == info.vqueue);
         share[i] = info.may_share
@@ -1050,7 +1060,7 @@ fn run_merged(first: Handed, rest: Vec<Handed>, state: &mut IssuerState) {
     let mut jobs = vec![first];
     jobs.extend(rest);
     let landings: Vec<&Landing> = (jobs.iter())
-        .filter_map(|(j, _)| j.info.landing.as_ref())
+        .filter_map(|j| j.info.landing.as_ref())
         .collect();
     let mut bytes = Vec::with_capacity(landings.iter().map(|l| l.len).sum());
     for l in &landings {
@@ -1065,14 +1075,14 @@ fn run_merged(first: Handed, rest: Vec<Handed>, state: &mut IssuerState) {
         len: bytes.len(),
         host: bytes.as_ptr() as usize,
     };
-    let (last, handed) = jobs.pop().expect("at least two jobs");
+    let last = jobs.pop().expect("at least two jobs");
     crate::stats::add(&crate::stats::COUNTERS.writes_merged, jobs.len() as u64);
-    let absorbed: Vec<Arc<Event>> = jobs.iter().map(|(j, _)| j.info.event.clone()).collect();
-    for (job, handed) in jobs {
-        run_job(job, handed, RunAs::Absorbed, state);
+    let absorbed: Vec<Arc<Event>> = jobs.iter().map(|j| j.info.event.clone()).collect();
+    for job in jobs {
+        run_job(job, RunAs::Absorbed, state);
     }
     let event = last.info.event.clone();
-    run_job(last, handed, RunAs::Merged { write, bytes }, state);
+    run_job(last, RunAs::Merged { write, bytes }, state);
     // The write failed: so did the writes it carried.
     let status = event.status();
     if status < 0 {
@@ -1084,10 +1094,13 @@ fn run_merged(first: Handed, rest: Vec<Handed>, state: &mut IssuerState) {
 
 /// Runs a job; traced, its span is the vendor call, and says how long the job waited
 /// on this thread's channel since it was handed over.
-fn run_job(job: Job, handed: u64, how: RunAs, state: &mut IssuerState) {
+fn run_job(mut job: Handed, how: RunAs, state: &mut IssuerState) {
     let (command_type, seq) = (job.info.command_type, job.info.seq);
-    run_traced(state, how, handed, command_type, seq, job.run);
-    leave(Left::Info(job.info));
+    // Taken out for its one call; the box, with the description, goes to the pile
+    // whole. A closure that captures nothing is boxed without an allocation.
+    let run = std::mem::replace(&mut job.run, Box::new(|_: &mut IssuerState, _: RunAs| {}));
+    run_traced(state, how, job.handed, command_type, seq, run);
+    leave(Left::Job(job));
 }
 
 /// Runs a command as `how` says, a panic caught; traced, its span is the vendor call,
@@ -1125,7 +1138,7 @@ fn run_traced(
 /// fifth of its work there: dropping events, and freeing what other threads had
 /// allocated. An issuer drops them once it has nothing to run (`drop_left`).
 pub enum Left {
-    Info(JobInfo),
+    Job(Box<Job>),
     Events(Vec<Arc<Event>>),
 }
 

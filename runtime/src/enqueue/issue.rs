@@ -7,7 +7,7 @@
 use crate::cl::*;
 use crate::device::Device;
 use crate::event::{Event, SharedVEvent, StandIns, VendorEvent};
-use crate::issuer::{Backing, Caller, IssuerState, Job, JobInfo, Landing, RunAs};
+use crate::issuer::{Backing, Caller, IssuerState, JobInfo, Landing, RunAs};
 use crate::queue::Queue;
 use crate::vendor::{VContext, VEvent, VQueue};
 use crate::ClResult;
@@ -119,8 +119,8 @@ pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
         return Some(Inline { caller, cmd });
     }
     let free = cmd.deps.all.iter().all(|d| d.is_done());
-    issuer.send(Job {
-        info: JobInfo {
+    issuer.send(
+        JobInfo {
             vqueue: cmd.vqueue.as_ref().map_or(0, |q| q.raw() as usize),
             event: cmd.event.clone(),
             may_share: launch && free,
@@ -139,8 +139,8 @@ pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
             order: ISSUE_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             landing: cmd.landing.take(),
         },
-        run: Box::new(move |state: &mut IssuerState, how: RunAs| cmd.run(state, how)),
-    });
+        Box::new(move |state: &mut IssuerState, how: RunAs| cmd.run(state, how)),
+    );
     None
 }
 
