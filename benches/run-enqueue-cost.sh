@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # What an enqueue costs the program's thread, in instructions (callgrind), natively and
 # through each library in LIBS (default: this build's): a kernel after a wait on one
-# PoCL device (benches/micro/roundtrip.c, inside clEnqueueNDRangeKernel), and an
+# PoCL device (benches/micro/roundtrip.c, inside clEnqueueNDRangeKernel), an
 # iteration of CG on four PoCL devices (benches/apps/cg.c, inside the enqueue entry
-# points and clSetKernelArg). Each figure is the difference between two run lengths, so
-# start-up drops out. The kernel figure repeats to within 1%; CG's moves by about 5%
+# points and clSetKernelArg), and a kernel of a burst on the thread that issues it (the
+# program's natively; through MirrorCL, with the GPUs' way of issuing, the device's
+# issuer thread, whole, which sets a burst's pace on NVIDIA). Each figure is the
+# difference between two run lengths, so start-up drops out. The kernel figure repeats to within 1%; CG's moves by about 5%
 # with timing (a command whose dependencies are not done goes to the issuer thread).
 #
 #   bash benches/run-enqueue-cost.sh            # needs valgrind
@@ -54,6 +56,26 @@ cg() {
   b=$(counted "$d-long" "$2" "$out/cg" "${env[@]}" APP_ITERS=150)
   echo $(((b - a) / 100))
 }
+# A kernel of a burst, on the thread that issues it: natively inside the program's
+# enqueue calls; through MirrorCL (MIRRORCL_CALLER_ISSUES=waited, as on GPUs) the whole
+# issuer thread, found by its job loop (its spinning shows as a part of its own).
+burst() {
+  local a b d="$work/$1-burst"
+  local env=(POCL_DEVICES=pthread RT_ITERS=10 MIRRORCL_CALLER_ISSUES=waited)
+  TOGGLE=""
+  [ -z "$2" ] && TOGGLE=clEnqueueNDRangeKernel
+  counted "$d-short" "$2" "$out/roundtrip" "${env[@]}" RT_BURST=200 >/dev/null
+  counted "$d-long" "$2" "$out/roundtrip" "${env[@]}" RT_BURST=600 >/dev/null
+  a=$(grep -h "^totals:" "$(issuing "$d-short")" | awk '{print $2}')
+  b=$(grep -h "^totals:" "$(issuing "$d-long")" | awk '{print $2}')
+  echo $(((b - a) / 4000))
+}
+# The profile of the thread that issues the burst's kernels in DIR.
+issuing() {
+  local f
+  f=$(grep -l "issuer::run_job" "$1"/callgrind.out.*-* 2>/dev/null | head -n 1)
+  echo "${f:-$(profile "$1")}"
+}
 breakdown() {
   local tag=$1
   echo "$tag, a kernel after a wait:"
@@ -62,13 +84,17 @@ breakdown() {
   echo "$tag, a CG iteration:"
   python3 benches/cost-breakdown.py "$(profile "$work/$tag-cg-short")" \
     "$(profile "$work/$tag-cg-long")" 100 --top "${TOP:-0}"
+  echo "$tag, a kernel of a burst, on the thread that issues it:"
+  python3 benches/cost-breakdown.py "$(issuing "$work/$tag-burst-short")" \
+    "$(issuing "$work/$tag-burst-long")" 4000
 }
-printf '%-40s %22s %26s\n' "" "kernel after a wait" "CG iteration (4 devices)"
-printf '%-40s %22s %26s\n' native "$(kernel native "")" "$(cg native "")"
+row() { printf '%-32s %20s %26s %24s\n' "$@"; }
+row "" "kernel after a wait" "CG iteration (4 devices)" "burst kernel, issuing"
+row native "$(kernel native "")" "$(cg native "")" "$(burst native "")"
 n=0
 for l in ${LIBS:-$lib}; do
   n=$((n + 1))
-  printf '%-40s %22s %26s\n' "$(basename "$l")" "$(kernel "lib$n" "$l")" "$(cg "lib$n" "$l")"
+  row "$(basename "$l")" "$(kernel "lib$n" "$l")" "$(cg "lib$n" "$l")" "$(burst "lib$n" "$l")"
 done
 if [ -n "${BREAKDOWN:-}" ]; then
   echo
