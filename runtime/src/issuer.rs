@@ -331,8 +331,20 @@ impl RunAs {
 /// one block costs more than the vendor calls it saves.
 pub const MERGED_AT_MOST: usize = 64 << 10;
 
-/// Runs a job, as `RunAs` says.
-pub type JobRun = Box<dyn FnOnce(&mut IssuerState, RunAs) + Send>;
+/// What a job runs, as `RunAs` says: a vendor command (`enqueue::issue`), boxed once
+/// when it is issued so that it moves as a pointer from then on.
+pub trait RunJob: Send {
+    fn run(self: Box<Self>, state: &mut IssuerState, how: RunAs);
+}
+
+pub type JobRun = Box<dyn RunJob>;
+
+/// What is left of a job once it ran (boxed without an allocation).
+struct Ran;
+
+impl RunJob for Ran {
+    fn run(self: Box<Self>, _: &mut IssuerState, _: RunAs) {}
+}
 
 pub struct Job {
     pub info: JobInfo,
@@ -1097,9 +1109,11 @@ fn run_merged(first: Handed, rest: Vec<Handed>, state: &mut IssuerState) {
 fn run_job(mut job: Handed, how: RunAs, state: &mut IssuerState) {
     let (command_type, seq) = (job.info.command_type, job.info.seq);
     // Taken out for its one call; the box, with the description, goes to the pile
-    // whole. A closure that captures nothing is boxed without an allocation.
-    let run = std::mem::replace(&mut job.run, Box::new(|_: &mut IssuerState, _: RunAs| {}));
-    run_traced(state, how, job.handed, command_type, seq, run);
+    // whole.
+    let run = std::mem::replace(&mut job.run, Box::new(Ran));
+    run_traced(state, how, job.handed, command_type, seq, |state, how| {
+        run.run(state, how)
+    });
     leave(Left::Job(job));
 }
 

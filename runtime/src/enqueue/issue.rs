@@ -7,7 +7,7 @@
 use crate::cl::*;
 use crate::device::Device;
 use crate::event::{Event, SharedVEvent, StandIns, VendorEvent};
-use crate::issuer::{Backing, Caller, IssuerState, JobInfo, Landing, RunAs};
+use crate::issuer::{Backing, Caller, IssuerState, JobInfo, Landing, RunAs, RunJob};
 use crate::queue::Queue;
 use crate::vendor::{VContext, VEvent, VQueue};
 use crate::ClResult;
@@ -97,7 +97,10 @@ static ISSUE_ORDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 
 /// Sends a vendor command to `device`'s issuer, or gives it back for the caller to run
 /// once it has released the scheduler lock (`Issuer::caller_runs`).
-pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
+pub(super) fn issue(device: &Device, cmd: VendorCommand) -> Option<Inline> {
+    // Boxed once: from here on it moves as a pointer, to the caller that runs it or
+    // through the issuer's channel and queues.
+    let mut cmd = Box::new(cmd);
     // Its completion then completes the dependencies the vendor waits for silently.
     cmd.event.waits_for(&cmd.deps.all);
     // A kernel launch that returns at once, on a queue that does not profile.
@@ -139,7 +142,7 @@ pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
             order: ISSUE_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             landing: cmd.landing.take(),
         },
-        Box::new(move |state: &mut IssuerState, how: RunAs| cmd.run(state, how)),
+        cmd,
     );
     None
 }
@@ -148,7 +151,7 @@ pub(super) fn issue(device: &Device, mut cmd: VendorCommand) -> Option<Inline> {
 #[must_use = "the command runs only when run"]
 pub(super) struct Inline {
     caller: Caller,
-    cmd: VendorCommand,
+    cmd: Box<VendorCommand>,
 }
 
 impl Inline {
@@ -160,13 +163,13 @@ impl Inline {
     }
 }
 
-impl VendorCommand {
+impl RunJob for VendorCommand {
     /// On the issuer: the vendor call with its wait list; `how`: with a vendor event of
     /// its own, or not (a later command's stands for it), or no call at all, or a
     /// merged write (`RunAs`). A blocking call asks for no vendor event either unless
     /// the queue profiles: it returns with the command done, and NVIDIA records an
     /// event per command that asks for one (some 4 µs of a 16-byte write).
-    fn run(self, state: &mut IssuerState, how: RunAs) {
+    fn run(self: Box<Self>, state: &mut IssuerState, how: RunAs) {
         let VendorCommand {
             group,
             vqueue,
@@ -179,7 +182,7 @@ impl VendorCommand {
             blocking,
             landing: _,
             unseen: _,
-        } = self;
+        } = *self;
         let share = how.shares();
         let lazy = matches!(how, RunAs::Unbacked);
         let has_event = matches!(how, RunAs::Own | RunAs::Shared | RunAs::Merged { .. });
