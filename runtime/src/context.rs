@@ -219,13 +219,16 @@ impl Context {
     }
 
     /// Locks the scheduler, first forgetting buffers released since its last use.
-    pub fn lock_scheduler(&self) -> parking_lot::MutexGuard<'_, Scheduler<Arc<Event>>> {
+    pub fn lock_scheduler(&self) -> SchedulerLock<'_> {
         let mut sched = self.scheduler.lock();
         for id in self.released.lock().drain(..) {
             crate::record::release(self.record_id, id);
             sched.release_buffer(id);
         }
-        sched
+        SchedulerLock {
+            sched,
+            _scheduling: crate::event::Scheduling::begin(),
+        }
     }
 
     /// The transfer queue of `device` for this host thread, created on first use: one
@@ -261,5 +264,26 @@ impl Drop for Context {
         }
         let handle = self as *mut Context as usize;
         self.destructors.run(handle);
+    }
+}
+
+/// A context's scheduler, locked (`Context::lock_scheduler`). The application callbacks
+/// of the events this thread completes meanwhile run when it is dropped, after the lock
+/// (fields drop in order).
+pub struct SchedulerLock<'a> {
+    sched: parking_lot::MutexGuard<'a, Scheduler<Arc<Event>>>,
+    _scheduling: crate::event::Scheduling,
+}
+
+impl std::ops::Deref for SchedulerLock<'_> {
+    type Target = Scheduler<Arc<Event>>;
+    fn deref(&self) -> &Self::Target {
+        &self.sched
+    }
+}
+
+impl std::ops::DerefMut for SchedulerLock<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.sched
     }
 }

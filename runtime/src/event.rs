@@ -692,15 +692,20 @@ impl Event {
                 due
             }
         };
-        let handle = Arc::as_ptr(self) as cl_event;
         for cb in due {
             match cb {
                 Callback::User { stage, f, data } => {
                     let arg = if status < 0 { status } else { stage };
-                    let _in_callback = InCallback::enter();
-                    // SAFETY: the application registered this callback for this event.
-                    let _ =
-                        std::panic::catch_unwind(|| unsafe { f(handle, arg, data as *mut c_void) });
+                    // Kept alive until it runs, should it wait for a scheduler lock.
+                    let event = self.clone();
+                    run_or_hold_back(move || {
+                        let handle = Arc::as_ptr(&event) as cl_event;
+                        let _in_callback = InCallback::enter();
+                        // SAFETY: the application registered this callback for this event.
+                        let _ = std::panic::catch_unwind(|| unsafe {
+                            f(handle, arg, data as *mut c_void)
+                        });
+                    });
                 }
                 Callback::Internal(f) | Callback::First(f) => f(status),
                 Callback::Join { join, fails } => join.arrive(status, fails),
@@ -1131,6 +1136,70 @@ thread_local! {
     static IN_CALLBACK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
+thread_local! {
+    /// How many scheduler locks this thread holds (`Scheduling`).
+    static SCHEDULING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// The application callbacks that fell due on this thread meanwhile, in order.
+    static HELD_BACK: std::cell::RefCell<Vec<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// While it lives, this thread holds a context's scheduler lock (`Context::lock_scheduler`,
+/// whose guard drops this after the lock): the application callbacks of events this
+/// thread completes meanwhile run once it holds none. A callback may enqueue, which takes
+/// that lock, and the lock is not reentrant: a callback run under it would wait for
+/// itself (a command planned while an event whose callback enqueues is found done, as
+/// a transfer's bridge asks its vendor, left the program hanging for good).
+pub struct Scheduling(());
+
+impl Scheduling {
+    pub fn begin() -> Scheduling {
+        let _ = SCHEDULING.try_with(|s| s.set(s.get() + 1));
+        Scheduling(())
+    }
+}
+
+impl Drop for Scheduling {
+    fn drop(&mut self) {
+        let last = SCHEDULING
+            .try_with(|s| {
+                s.set(s.get() - 1);
+                s.get() == 0
+            })
+            .unwrap_or(false);
+        if !last {
+            return;
+        }
+        // A callback run here may hold back more (it may plan commands itself).
+        loop {
+            let due = HELD_BACK
+                .try_with(|h| std::mem::take(&mut *h.borrow_mut()))
+                .unwrap_or_default();
+            if due.is_empty() {
+                return;
+            }
+            for f in due {
+                f();
+            }
+        }
+    }
+}
+
+/// Runs an application callback now, or once this thread lets go of its scheduler
+/// locks (`Scheduling`).
+fn run_or_hold_back(f: impl FnOnce() + 'static) {
+    let held = SCHEDULING.try_with(|s| s.get() > 0).unwrap_or(false);
+    if !held {
+        return f();
+    }
+    let mut f = Some(Box::new(f) as Box<dyn FnOnce()>);
+    let _ = HELD_BACK.try_with(|h| h.borrow_mut().push(f.take().expect("once")));
+    // The thread is going away: nothing could run it later.
+    if let Some(f) = f {
+        f();
+    }
+}
+
 /// Whether this thread is running an application event callback.
 pub fn in_callback() -> bool {
     IN_CALLBACK.try_with(|d| d.get() > 0).unwrap_or(false)
@@ -1281,6 +1350,38 @@ mod tests {
         ));
         assert!(!advance_status(&s, CL_COMPLETE));
         assert_eq!(s.load(Ordering::Acquire), CL_OUT_OF_RESOURCES);
+    }
+
+    /// An application callback due while the thread holds a scheduler lock runs once it
+    /// holds none, in order, and one that plans (holds the lock itself) and makes more
+    /// due sees those run after it.
+    #[test]
+    fn callbacks_wait_for_the_scheduler_lock_to_go() {
+        use std::cell::RefCell;
+        use std::rc::Rc;
+        let ran = Rc::new(RefCell::new(Vec::new()));
+        let note = |tag: &'static str| {
+            let ran = ran.clone();
+            move || ran.borrow_mut().push(tag)
+        };
+        run_or_hold_back(note("free"));
+        assert_eq!(*ran.borrow(), ["free"], "no lock held: at once");
+        {
+            let _outer = Scheduling::begin();
+            run_or_hold_back(note("a"));
+            {
+                let _inner = Scheduling::begin();
+                run_or_hold_back(note("b"));
+            }
+            assert_eq!(*ran.borrow(), ["free"], "a lock still held: not yet");
+            let (ran2, later) = (ran.clone(), note("d"));
+            run_or_hold_back(move || {
+                let _planning = Scheduling::begin();
+                run_or_hold_back(later);
+                ran2.borrow_mut().push("c");
+            });
+        }
+        assert_eq!(*ran.borrow(), ["free", "a", "b", "c", "d"]);
     }
 
     /// Threads racing to end one command: exactly one wins and its status stays.

@@ -1027,6 +1027,7 @@ pub const PROGRAMS: &[&str] = &[
     "threads_one_process",
     "memory_bounded",
     "wait_paths",
+    "callback_enqueues",
 ];
 
 /// The programs written for cluster runs (`tests/tests/cluster.rs`): ordinary

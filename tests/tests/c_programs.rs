@@ -112,6 +112,9 @@ c_program!(images);
 c_program!(threads_one_process);
 c_program!(memory_bounded);
 c_program!(wait_paths);
+// Enqueues from an event callback: in one process only (on several ranks a callback
+// runs at a different point of the program on each, so the ranks would plan apart).
+c_program!(callback_enqueues);
 
 /// A command that fails right after a kernel launched without a vendor event (as for
 /// GPUs; `MIRRORCL_INJECT_FAILURE` fails its vendor call): the kernel still completes, and
@@ -152,6 +155,7 @@ fn all_programs_have_tests() {
         "threads_one_process",
         "memory_bounded",
         "wait_paths",
+        "callback_enqueues",
     ];
     assert_eq!(mirrorcl_tests::PROGRAMS, covered);
 }
