@@ -58,7 +58,8 @@ cg() {
 }
 # A kernel of a burst, on the thread that issues it: natively inside the program's
 # enqueue calls; through MirrorCL (MIRRORCL_CALLER_ISSUES=waited, as on GPUs) the whole
-# issuer thread, found by its job loop (its spinning shows as a part of its own).
+# issuer thread, found by its job loop (its spinning shows as a part of its own). Needs
+# an otherwise idle machine: the issuer takes the jobs only while a core is free.
 burst() {
   local a b d="$work/$1-burst"
   local env=(POCL_DEVICES=pthread RT_ITERS=10 MIRRORCL_CALLER_ISSUES=waited)
@@ -68,7 +69,21 @@ burst() {
   counted "$d-long" "$2" "$out/roundtrip" "${env[@]}" RT_BURST=600 >/dev/null
   a=$(grep -h "^totals:" "$(issuing "$d-short")" | awk '{print $2}')
   b=$(grep -h "^totals:" "$(issuing "$d-long")" | awk '{print $2}')
+  # With the cores taken (another job on the machine) the enqueuing thread issues the
+  # kernels itself and the issuer's count means nothing.
+  if [ -n "$2" ] && [ $(($(jobs_run "$d-long") - $(jobs_run "$d-short"))) -lt 3000 ]; then
+    echo "cores taken"
+    return
+  fi
   echo $(((b - a) / 4000))
+}
+# How many jobs the issuer thread in DIR ran (calls of its job function).
+jobs_run() {
+  # Callgrind names a function once, then by its number: "cfn=(73650)".
+  awk '/^c?fn=\([0-9]+\) .*issuer::run_job$/ {split($1, p, /[()]/); id = p[2]}
+    id != "" && $0 == "cfn=(" id ")" || /^cfn=\([0-9]+\) .*issuer::run_job$/ {c = 1; next}
+    c && /^calls=/ {n += substr($1, 7)} {c = 0}
+    END {print n + 0}' "$(issuing "$1")"
 }
 # The profile of the thread that issues the burst's kernels in DIR.
 issuing() {
