@@ -28,7 +28,7 @@ run() { # label, env..., program
   printf '%-16s %-10s rc=%-3s %6d ms  %s\n' "$prog" "$label" "$rc" "$ms" "$(tail -n 1 "$out/$prog.$label.out")"
   [ "$rc" = 0 ] || grep -A2 "CHECK FAILED" "$out/$prog.$label.out" | head -30
 }
-for prog in ${PROGRAMS:-vecadd_multi platform_device context buffers program_kernel events errors pingpong}; do
+for prog in ${PROGRAMS:-vecadd_multi platform_device context buffers program_kernel events errors pingpong wait_paths callback_enqueues}; do
   [ -x "$gpu/bin/$prog" ] || continue
   run gpu-only MIRRORCL_PLATFORMS=NVIDIA
   run cpu_gpu MIRRORCL_PLATFORMS=
