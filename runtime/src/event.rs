@@ -698,7 +698,7 @@ impl Event {
                     let arg = if status < 0 { status } else { stage };
                     // Kept alive until it runs, should it wait for a scheduler lock.
                     let event = self.clone();
-                    run_or_hold_back(move || {
+                    run_unlocked(move || {
                         let handle = Arc::as_ptr(&event) as cl_event;
                         let _in_callback = InCallback::enter();
                         // SAFETY: the application registered this callback for this event.
@@ -1139,17 +1139,14 @@ thread_local! {
 thread_local! {
     /// How many scheduler locks this thread holds (`Scheduling`).
     static SCHEDULING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-    /// The application callbacks that fell due on this thread meanwhile, in order.
+    /// What waits for this thread to let go of them (`run_unlocked`), in order.
     static HELD_BACK: std::cell::RefCell<Vec<Box<dyn FnOnce()>>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// While it lives, this thread holds a context's scheduler lock (`Context::lock_scheduler`,
-/// whose guard drops this after the lock): the application callbacks of events this
-/// thread completes meanwhile run once it holds none. A callback may enqueue, which takes
-/// that lock, and the lock is not reentrant: a callback run under it would wait for
-/// itself (a command planned while an event whose callback enqueues is found done, as
-/// a transfer's bridge asks its vendor, left the program hanging for good).
+/// whose guard drops this after the lock): what must not run under it waits until the
+/// thread holds none (`run_unlocked`).
 pub struct Scheduling(());
 
 impl Scheduling {
@@ -1185,9 +1182,14 @@ impl Drop for Scheduling {
     }
 }
 
-/// Runs an application callback now, or once this thread lets go of its scheduler
-/// locks (`Scheduling`).
-fn run_or_hold_back(f: impl FnOnce() + 'static) {
+/// Runs `f` now, or once this thread lets go of its scheduler locks (`Scheduling`):
+/// - the application's event callbacks. A callback may enqueue, which takes that lock,
+///   and the lock is not reentrant: run under it, the callback would wait for itself (a
+///   command planned while an event whose callback enqueues was found done, as a
+///   transfer's bridge asks its vendor, left the program hanging for good);
+/// - blocking vendor calls, which wait for the vendor's threads, which may be in such
+///   callbacks, waiting for the lock (`Pinned::take` mapping page-locked staging).
+pub fn run_unlocked(f: impl FnOnce() + 'static) {
     let held = SCHEDULING.try_with(|s| s.get() > 0).unwrap_or(false);
     if !held {
         return f();
@@ -1364,20 +1366,20 @@ mod tests {
             let ran = ran.clone();
             move || ran.borrow_mut().push(tag)
         };
-        run_or_hold_back(note("free"));
+        run_unlocked(note("free"));
         assert_eq!(*ran.borrow(), ["free"], "no lock held: at once");
         {
             let _outer = Scheduling::begin();
-            run_or_hold_back(note("a"));
+            run_unlocked(note("a"));
             {
                 let _inner = Scheduling::begin();
-                run_or_hold_back(note("b"));
+                run_unlocked(note("b"));
             }
             assert_eq!(*ran.borrow(), ["free"], "a lock still held: not yet");
             let (ran2, later) = (ran.clone(), note("d"));
-            run_or_hold_back(move || {
+            run_unlocked(move || {
                 let _planning = Scheduling::begin();
-                run_or_hold_back(later);
+                run_unlocked(later);
                 ran2.borrow_mut().push("c");
             });
         }

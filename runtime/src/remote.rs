@@ -271,28 +271,23 @@ impl Pinned {
         let (chunk, chunks) = class_chunks(class);
         let ptr = {
             let mut c = self.classes[class].lock();
-            if c.free.is_empty() && c.chunks.len() + c.mapping < chunks && !c.refused {
-                // Mapped without the lock: the vendor's threads give blocks back to
-                // this class as they complete commands (`Staging`'s drop), and a
-                // blocking map waits for those threads. Holding the lock through it,
-                // four ranks on two cores (the Slurm job) hung: the map waited for a
-                // worker that waited for the lock.
+            // Not from an application's event callback either: it may run on one of the
+            // vendor's threads, which a blocking map would wait for.
+            let may_map = !crate::event::in_callback();
+            if c.free.is_empty() && c.chunks.len() + c.mapping < chunks && !c.refused && may_map {
+                // A blocking map waits for the vendor's threads, so it is made with no
+                // lock held that those threads may take. Not this class's: they give
+                // blocks back to it as they complete commands (`Staging`'s drop); four
+                // ranks on two cores (the Slurm job) hung so, the map waiting for a
+                // worker that waited for the lock. Nor a scheduler lock, which the
+                // application's callbacks take when they enqueue: planning a transfer,
+                // the chunk is mapped once the thread lets go of it, and this block
+                // stages through pageable memory.
                 c.mapping += 1;
                 drop(c);
-                let mapped = self.map_chunk(chunk);
+                let pinned = self.clone();
+                crate::event::run_unlocked(move || pinned.map_chunk_into(class, chunk, size));
                 c = self.classes[class].lock();
-                c.mapping -= 1;
-                match mapped {
-                    Ok((mem, base)) => {
-                        c.free
-                            .extend((0..chunk / size).rev().map(|i| base + i * size));
-                        c.chunks.push(mem);
-                    }
-                    Err(rc) => {
-                        tracing::debug!("no page-locked staging ({rc}); pageable instead");
-                        c.refused = true;
-                    }
-                }
             }
             c.free.pop()?
         };
@@ -312,6 +307,25 @@ impl Pinned {
         for size in SMALL_CLASSES {
             // A block taken and given back: its class's first chunk stays mapped.
             drop(self.take(size));
+        }
+    }
+
+    /// Maps a chunk of `bytes` for `class` (counted in its `mapping`) and cuts it into
+    /// blocks of `size`.
+    fn map_chunk_into(&self, class: usize, bytes: usize, size: usize) {
+        let mapped = self.map_chunk(bytes);
+        let mut c = self.classes[class].lock();
+        c.mapping -= 1;
+        match mapped {
+            Ok((mem, base)) => {
+                c.free
+                    .extend((0..bytes / size).rev().map(|i| base + i * size));
+                c.chunks.push(mem);
+            }
+            Err(rc) => {
+                tracing::debug!("no page-locked staging ({rc}); pageable instead");
+                c.refused = true;
+            }
         }
     }
 
