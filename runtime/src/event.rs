@@ -1137,7 +1137,8 @@ thread_local! {
 }
 
 thread_local! {
-    /// How many scheduler locks this thread holds (`Scheduling`).
+    /// How many scheduler locks this thread holds (`Scheduling`), and `HELD` when
+    /// something waits for it to hold none.
     static SCHEDULING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     /// What waits for this thread to let go of them (`run_unlocked`), in order.
     static HELD_BACK: std::cell::RefCell<Vec<Box<dyn FnOnce()>>> =
@@ -1147,24 +1148,36 @@ thread_local! {
 /// While it lives, this thread holds a context's scheduler lock (`Context::lock_scheduler`,
 /// whose guard drops this after the lock): what must not run under it waits until the
 /// thread holds none (`run_unlocked`).
-pub struct Scheduling(());
+/// Holds this thread's `SCHEDULING` (one thread-local look-up a command, not two).
+pub struct Scheduling(Option<*const std::cell::Cell<u32>>);
+
+/// `SCHEDULING`'s flag: something waits in `HELD_BACK`.
+const HELD: u32 = 1 << 31;
 
 impl Scheduling {
     pub fn begin() -> Scheduling {
-        let _ = SCHEDULING.try_with(|s| s.set(s.get() + 1));
-        Scheduling(())
+        let count = SCHEDULING.try_with(|s| {
+            s.set(s.get() + 1);
+            s as *const std::cell::Cell<u32>
+        });
+        Scheduling(count.ok())
     }
 }
 
 impl Drop for Scheduling {
     fn drop(&mut self) {
-        let last = SCHEDULING
-            .try_with(|s| {
-                s.set(s.get() - 1);
-                s.get() == 0
-            })
-            .unwrap_or(false);
-        if !last {
+        let Some(count) = self.0 else {
+            return;
+        };
+        // SAFETY: a thread-local `Cell` without a destructor lives as long as its thread,
+        // and this guard never leaves the thread (a raw pointer is not `Send`).
+        let count = unsafe { &*count };
+        let left = count.get() - 1;
+        if left & !HELD != 0 {
+            return count.set(left);
+        }
+        count.set(0);
+        if left & HELD == 0 {
             return;
         }
         // A callback run here may hold back more (it may plan commands itself).
@@ -1190,7 +1203,15 @@ impl Drop for Scheduling {
 /// - blocking vendor calls, which wait for the vendor's threads, which may be in such
 ///   callbacks, waiting for the lock (`Pinned::take` mapping page-locked staging).
 pub fn run_unlocked(f: impl FnOnce() + 'static) {
-    let held = SCHEDULING.try_with(|s| s.get() > 0).unwrap_or(false);
+    let held = SCHEDULING
+        .try_with(|s| {
+            let scheduling = s.get() & !HELD != 0;
+            if scheduling {
+                s.set(s.get() | HELD);
+            }
+            scheduling
+        })
+        .unwrap_or(false);
     if !held {
         return f();
     }

@@ -232,6 +232,10 @@ impl IssuerState {
 
 /// Completes deferred commands whose backing command failed: waits for their queue.
 fn finish_deferred(d: Deferred) {
+    // As before a blocking job: what this thread polls is left to the vendor's callbacks
+    // while it blocks, or a command on that queue behind a bridge to one of them would
+    // never go.
+    forget_watched();
     let status = match d.vqueue.finish() {
         Ok(()) => CL_COMPLETE,
         Err(_) => CL_OUT_OF_RESOURCES,
