@@ -1134,9 +1134,6 @@ fn statuses_from_owners(events: &[Arc<Event>]) {
 thread_local! {
     /// How deep this thread is in application event callbacks.
     static IN_CALLBACK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-thread_local! {
     /// How many scheduler locks this thread holds (`Scheduling`), and `HELD` when
     /// something waits for it to hold none.
     static SCHEDULING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
@@ -1147,8 +1144,8 @@ thread_local! {
 
 /// While it lives, this thread holds a context's scheduler lock (`Context::lock_scheduler`,
 /// whose guard drops this after the lock): what must not run under it waits until the
-/// thread holds none (`run_unlocked`).
-/// Holds this thread's `SCHEDULING` (one thread-local look-up a command, not two).
+/// thread holds none (`run_unlocked`). It keeps a pointer to this thread's
+/// `SCHEDULING`: one thread-local look-up a command, not two.
 pub struct Scheduling(Option<*const std::cell::Cell<u32>>);
 
 /// `SCHEDULING`'s flag: something waits in `HELD_BACK`.

@@ -268,13 +268,14 @@ impl Pinned {
     fn take(self: &Arc<Self>, len: usize) -> Option<Staging> {
         let class = class_of(len)?;
         let size = class_size(class);
-        let (chunk, chunks) = class_chunks(class);
+        let chunks = class_chunks(class).1;
         let ptr = {
             let mut c = self.classes[class].lock();
-            // Not from an application's event callback either: it may run on one of the
-            // vendor's threads, which a blocking map would wait for.
-            let may_map = !crate::event::in_callback();
-            if c.free.is_empty() && c.chunks.len() + c.mapping < chunks && !c.refused && may_map {
+            if c.free.is_empty()
+                && c.chunks.len() + c.mapping < chunks
+                && !c.refused
+                && !crate::event::in_callback()
+            {
                 // A blocking map waits for the vendor's threads, so it is made with no
                 // lock held that those threads may take. Not this class's: they give
                 // blocks back to it as they complete commands (`Staging`'s drop); four
@@ -282,11 +283,12 @@ impl Pinned {
                 // worker that waited for the lock. Nor a scheduler lock, which the
                 // application's callbacks take when they enqueue: planning a transfer,
                 // the chunk is mapped once the thread lets go of it, and this block
-                // stages through pageable memory.
+                // stages through pageable memory. Nor from an application's event
+                // callback, which may run on one of the vendor's threads.
                 c.mapping += 1;
                 drop(c);
                 let pinned = self.clone();
-                crate::event::run_unlocked(move || pinned.map_chunk_into(class, chunk, size));
+                crate::event::run_unlocked(move || pinned.map_chunk_into(class));
                 c = self.classes[class].lock();
             }
             c.free.pop()?
@@ -310,9 +312,9 @@ impl Pinned {
         }
     }
 
-    /// Maps a chunk of `bytes` for `class` (counted in its `mapping`) and cuts it into
-    /// blocks of `size`.
-    fn map_chunk_into(&self, class: usize, bytes: usize, size: usize) {
+    /// Maps a chunk for `class` (counted in its `mapping`) and cuts it into its blocks.
+    fn map_chunk_into(&self, class: usize) {
+        let (bytes, size) = (class_chunks(class).0, class_size(class));
         let mapped = self.map_chunk(bytes);
         let mut c = self.classes[class].lock();
         c.mapping -= 1;
