@@ -6,6 +6,11 @@
 # median, then the delay at which native reaches 1.2x (the per-command budget of the
 # goal) and the delay MirrorCL costs as much as. With BATCH=1 also native and MirrorCL
 # under SCHED_BATCH (`chrt -b`): woken threads then do not preempt the enqueuing one.
+# With PRICES="W A L" also native with work of MirrorCL's kinds before every enqueue
+# (benches/micro/enqueue_delay.c): W instructions, then W instructions and A atomic
+# read-modify-writes, then those and L scattered cache lines written; give them
+# MirrorCL's own figures per command (`KINDS=1 bash benches/run-enqueue-cost.sh`)
+# to see which kind its cost is made of.
 #
 #   bash benches/run-cg-budget.sh     # DEVICES (4), APP_SIZE (128), APP_ITERS (1000), ROUNDS (5)
 set -euo pipefail
@@ -34,6 +39,10 @@ run() {
 names=(native)
 for d in "${delays[@]}"; do names+=("delay_${d}ns"); done
 names+=(mirrorcl)
+kinds=(${PRICES:-})
+if [ ${#kinds[@]} -eq 3 ]; then
+  names+=("work_${kinds[0]}" "+atomics_${kinds[1]}" "+lines_${kinds[2]}")
+fi
 [ -n "${BATCH:-}" ] && names+=(native_batch mirrorcl_batch)
 for round in $(seq 1 "${ROUNDS:-5}"); do
   run native
@@ -41,6 +50,12 @@ for round in $(seq 1 "${ROUNDS:-5}"); do
     run "delay_${d}ns" LD_PRELOAD="$out/enqueue_delay.so" ENQUEUE_DELAY_NS="$d"
   done
   run mirrorcl LD_PRELOAD="$lib"
+  if [ ${#kinds[@]} -eq 3 ]; then
+    delayed=(LD_PRELOAD="$out/enqueue_delay.so" ENQUEUE_WORK="${kinds[0]}")
+    run "work_${kinds[0]}" "${delayed[@]}"
+    run "+atomics_${kinds[1]}" "${delayed[@]}" ENQUEUE_ATOMICS="${kinds[1]}"
+    run "+lines_${kinds[2]}" "${delayed[@]}" ENQUEUE_ATOMICS="${kinds[1]}" ENQUEUE_LINES="${kinds[2]}"
+  fi
   if [ -n "${BATCH:-}" ]; then
     run native_batch batch
     run mirrorcl_batch batch LD_PRELOAD="$lib"

@@ -12,6 +12,10 @@
 #   bash benches/run-enqueue-cost.sh            # needs valgrind
 #   BREAKDOWN=1 bash benches/run-enqueue-cost.sh   # and where each figure goes, by part
 #                                                  # (benches/cost-breakdown.py)
+#   KINDS=1 bash benches/run-enqueue-cost.sh       # and, for the first two figures,
+#                                                  # their atomic operations, cache
+#                                                  # misses and hot code
+#                                                  # (benches/cost-kinds.py)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -30,14 +34,18 @@ trap 'rm -rf "$work"' EXIT
 counted() {
   local dir=$1 preload=$2 program=$3 t
   shift 3
-  local toggles=()
+  local toggles=() t
   for t in $TOGGLE; do toggles+=("--toggle-collect=$t"); done
   mkdir -p "$dir"
   (cd "$dir" && env "$@" valgrind --tool=callgrind --separate-threads=yes --trace-children=yes \
-    "${toggles[@]}" env ${preload:+LD_PRELOAD=$preload} "$program" >out 2>&1) || true
+    "${toggles[@]}" $CACHE_SIM env ${preload:+LD_PRELOAD=$preload} "$program" >out 2>&1) || true
   grep -q PASS "$dir/out" || { echo "failed: $program $*" >&2; exit 1; }
   grep -h "^totals:" "$dir"/callgrind.out.*-01 | awk '{print $2}'
 }
+# With KINDS set, the first two figures' profiles also simulate the caches and keep
+# each instruction's count (benches/cost-kinds.py reads them).
+CACHE_SIM=""
+[ -n "${KINDS:-}" ] && CACHE_SIM="--cache-sim=yes --dump-instr=yes --compress-pos=no --compress-strings=no"
 # The program's thread's profile in DIR.
 profile() { ls "$1"/callgrind.out.*-01; }
 # Each figure: TAG PRELOAD (FIGURE: kernel or cg), profiles in $work/TAG-FIGURE-{short,long}.
@@ -63,6 +71,8 @@ cg() {
 burst() {
   local a b d="$work/$1-burst"
   local env=(POCL_DEVICES=pthread RT_ITERS=10 MIRRORCL_CALLER_ISSUES=waited)
+  # Its job count is read from compressed names.
+  local CACHE_SIM=""
   TOGGLE=""
   [ -z "$2" ] && TOGGLE=clEnqueueNDRangeKernel
   counted "$d-short" "$2" "$out/roundtrip" "${env[@]}" RT_BURST=200 >/dev/null
@@ -111,6 +121,25 @@ for l in ${LIBS:-$lib}; do
   n=$((n + 1))
   row "$(basename "$l")" "$(kernel "lib$n" "$l")" "$(cg "lib$n" "$l")" "$(burst "lib$n" "$l")"
 done
+if [ -n "${KINDS:-}" ]; then
+  echo
+  echo "Per unit, besides instructions (caches simulated):"
+  n=0
+  for tag in native ${LIBS:-$lib}; do
+    name=native
+    if [ "$tag" != native ]; then
+      n=$((n + 1))
+      name=$(basename "$tag")
+      tag="lib$n"
+    fi
+    echo "$name, a kernel after a wait:"
+    python3 benches/cost-kinds.py "$(profile "$work/$tag-kernel-short")" \
+      "$(profile "$work/$tag-kernel-long")" 440
+    echo "$name, a CG iteration:"
+    python3 benches/cost-kinds.py "$(profile "$work/$tag-cg-short")" \
+      "$(profile "$work/$tag-cg-long")" 100 --top "${TOP:-0}"
+  done
+fi
 if [ -n "${BREAKDOWN:-}" ]; then
   echo
   echo "Instructions per unit by part (each function's own, inlined code included):"

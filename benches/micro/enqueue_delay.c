@@ -4,6 +4,15 @@
  * a runtime that adds that much work to each enqueue would cost it, with the vendor's
  * own threads and wake-ups as they are (benches/run-cg-budget.sh).
  *
+ * Instead of (or besides) the delay, each enqueue can first do work of one kind, to
+ * price the kinds a runtime's cost is made of:
+ *   ENQUEUE_WORK=N     N instructions of independent integer arithmetic (in steps of
+ *                      seven, no memory traffic);
+ *   ENQUEUE_ATOMICS=N  N atomic read-modify-writes of one private cache line (an Arc
+ *                      count or an uncontended lock);
+ *   ENQUEUE_LINES=N    N bytes written at pseudo-random cache lines of a 16 MiB block
+ *                      (objects spread over the heap, missing the core's caches).
+ *
  *   cc -O2 -shared -fPIC -o enqueue_delay.so enqueue_delay.c -ldl
  */
 #define _GNU_SOURCE
@@ -22,12 +31,52 @@ static long now_ns(void)
     return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
+static long env_long(const char *name)
+{
+    const char *e = getenv(name);
+    return e ? atol(e) : 0;
+}
+
+static long work_steps = -1, atomics, lines;
+static unsigned char *block;
+static _Alignas(64) long counter;
+static volatile unsigned long sink;
+
+static void work(void)
+{
+    if (work_steps < 0) {
+        atomics = env_long("ENQUEUE_ATOMICS");
+        lines = env_long("ENQUEUE_LINES");
+        block = lines > 0 ? calloc(1 << 24, 1) : NULL;
+        work_steps = env_long("ENQUEUE_WORK");
+    }
+    /* Four independent chains: the core runs them side by side, as it does ordinary
+     * code. Seven instructions a step with the loop's own. */
+    unsigned long a = sink, b = a >> 1, c = a << 1, d = ~a;
+    for (long i = 0; i < work_steps / 7; i++) {
+        a += (unsigned long)i;
+        b ^= (unsigned long)i;
+        c += b;
+        d ^= a;
+        __asm__ volatile("" : "+r"(a), "+r"(b), "+r"(c), "+r"(d));
+    }
+    sink = a + b + c + d;
+    for (long i = 0; i < atomics; i++)
+        __atomic_fetch_add(&counter, 1, __ATOMIC_ACQ_REL);
+    static unsigned long r = 88172645463325252ul;
+    for (long i = 0; block && i < lines; i++) {
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        block[(r & ((1ul << 24) - 1)) & ~63ul] += 1;
+    }
+}
+
 static void delay(void)
 {
-    if (delay_ns < 0) {
-        const char *e = getenv("ENQUEUE_DELAY_NS");
-        delay_ns = e ? atol(e) : 0;
-    }
+    work();
+    if (delay_ns < 0)
+        delay_ns = env_long("ENQUEUE_DELAY_NS");
     if (delay_ns <= 0)
         return;
     long until = now_ns() + delay_ns;
