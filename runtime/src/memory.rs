@@ -20,7 +20,7 @@ use std::alloc::Layout;
 use std::ffi::c_void;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Host copy alignment: a page, so vendors can use it for DMA.
 const HOST_ALIGN: usize = 4096;
@@ -83,7 +83,9 @@ pub struct Buffer {
     /// The scheduler's id of the root buffer.
     pub id: BufferId,
     /// Per device, the vendor buffer; shared with the commands using it (which also
-    /// keep this buffer alive).
+    /// keep this buffer alive). The first one made, the only one of most buffers, is
+    /// read without a lock (`instance` runs for every buffer of every command).
+    first_instance: OnceLock<(u32, Arc<VMem>)>,
     instances: Mutex<HashMap<u32, Arc<VMem>>>,
     host: Mutex<Option<HostCopy>>,
     pub maps: Mutex<Vec<Mapping>>,
@@ -254,6 +256,7 @@ impl Buffer {
             parent: None,
             origin: 0,
             id,
+            first_instance: OnceLock::new(),
             instances: Mutex::new(HashMap::default()),
             host: Mutex::new(host),
             maps: Mutex::new(Vec::new()),
@@ -320,6 +323,7 @@ impl Buffer {
             parent: Some(parent.clone()),
             origin,
             id: parent.id,
+            first_instance: OnceLock::new(),
             instances: Mutex::new(HashMap::default()),
             host: Mutex::new(None),
             maps: Mutex::new(Vec::new()),
@@ -343,8 +347,14 @@ impl Buffer {
 
     /// This buffer's vendor instance on `device`, created on first use.
     pub fn instance(&self, device: &Device) -> ClResult<Arc<VMem>> {
-        if let Some(v) = self.instances.lock().get(&device.index) {
-            return Ok(v.clone());
+        match self.first_instance.get() {
+            Some((index, v)) if *index == device.index => return Ok(v.clone()),
+            Some(_) => {
+                if let Some(v) = self.instances.lock().get(&device.index) {
+                    return Ok(v.clone());
+                }
+            }
+            None => {}
         }
         let vctx = &self.context.vendor_context(device).vctx;
         let v = match (&self.image, &self.parent) {
@@ -363,12 +373,14 @@ impl Buffer {
             )?,
         };
         // Another thread may have raced us; keep the first instance (this one is
-        // released).
+        // released). Made under the map's lock, so only one is ever the first.
+        let v = Arc::new(v);
         let mut map = self.instances.lock();
-        Ok(map
-            .entry(device.index)
-            .or_insert_with(|| Arc::new(v))
-            .clone())
+        let (index, first) = (self.first_instance).get_or_init(|| (device.index, v.clone()));
+        if *index == device.index {
+            return Ok(first.clone());
+        }
+        Ok(map.entry(device.index).or_insert(v).clone())
     }
 
     /// The pieces a transfer of `offset..offset+len` of this root moves one at a time:
@@ -412,6 +424,7 @@ impl Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         // The vendor buffers go before the application's destructor callbacks run.
+        self.first_instance.take();
         self.instances.get_mut().clear();
         if self.parent.is_none() {
             // Completions (which drop buffers) may run while the scheduler is locked.

@@ -119,6 +119,7 @@ pub enum Object {
 }
 
 /// An object of any kind, not kept alive.
+#[derive(Clone)]
 pub enum WeakObject {
     Device(Weak<crate::device::Device>),
     Context(Weak<crate::context::Context>),
@@ -139,6 +140,57 @@ struct Entry {
 fn registry() -> &'static RwLock<HashMap<usize, Entry>> {
     static REGISTRY: OnceLock<RwLock<HashMap<usize, Entry>>> = OnceLock::new();
     REGISTRY.get_or_init(|| RwLock::new(HashMap::default()))
+}
+
+/// The handles this thread looked up lately. The registry's lock costs two atomic
+/// operations a look-up, and a solver's loop looks up its kernels, buffers and queues
+/// over and over (two look-ups for every `clSetKernelArg`). An entry holds a weak
+/// reference: it cannot make a deleted object valid again (its upgrade fails, as the
+/// registry's would), and while it is held no other object can be allocated at that
+/// address, so it cannot stand for another object either.
+mod recent {
+    use super::WeakObject;
+    use std::cell::RefCell;
+
+    /// Entries, direct-mapped by address (a power of two).
+    const SLOTS: usize = 256;
+
+    thread_local! {
+        static RECENT: RefCell<Vec<(usize, Option<WeakObject>)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    fn slot(handle: usize) -> usize {
+        // Objects are at least 16-byte aligned; the multiplication mixes higher bits in.
+        (handle >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - SLOTS.trailing_zeros())
+    }
+
+    /// What `of` makes of this thread's entry for `handle`, if it has one.
+    pub fn find<T>(handle: usize, of: impl FnOnce(&WeakObject) -> T) -> Option<T> {
+        RECENT
+            .try_with(|r| match r.try_borrow().ok()?.get(slot(handle))? {
+                (h, Some(o)) if *h == handle => Some(of(o)),
+                _ => None,
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Notes the live object behind `handle`.
+    pub fn keep(handle: usize, object: WeakObject) {
+        let old = RECENT.try_with(|r| {
+            let mut r = r.try_borrow_mut().ok()?;
+            if r.is_empty() {
+                r.resize_with(SLOTS, || (0, None));
+            }
+            Some(std::mem::replace(
+                &mut r[slot(handle)],
+                (handle, Some(object)),
+            ))
+        });
+        // The entry replaced goes once the borrow has ended: a weak reference's last
+        // drop frees the object's memory.
+        drop(old);
+    }
 }
 
 /// A type that has a handle.
@@ -168,12 +220,20 @@ pub trait Handle: Sized {
         if handle.is_null() {
             return Err(Self::INVALID);
         }
-        registry()
-            .read()
-            .get(&(handle as usize))
-            .and_then(|e| Self::unwrap_weak(&e.object))
+        if let Some(known) = recent::find(handle as usize, |o| {
+            Self::unwrap_weak(o).and_then(Weak::upgrade)
+        }) {
+            return known.ok_or(Self::INVALID);
+        }
+        let registry = registry().read();
+        let entry = registry.get(&(handle as usize)).ok_or(Self::INVALID)?;
+        let found = Self::unwrap_weak(&entry.object)
             .and_then(Weak::upgrade)
-            .ok_or(Self::INVALID)
+            .ok_or(Self::INVALID)?;
+        let object = entry.object.clone();
+        drop(registry);
+        recent::keep(handle as usize, object);
+        Ok(found)
     }
 
     fn handle(self: &Arc<Self>) -> *mut c_void {

@@ -25,6 +25,9 @@ pub struct Queue {
     pub stream: u64,
     /// Commands not yet known to be complete, in enqueue order.
     inflight: Mutex<VecDeque<Arc<Event>>>,
+    /// How many `inflight` held when last changed: every enqueue asks whether to prune,
+    /// which mostly needs no lock.
+    inflight_len: std::sync::atomic::AtomicUsize,
     /// The newest command (`Event::seq`) a host thread waited for: it and the queue's
     /// earlier ones are ordered before later calls of any thread (`races`).
     waited_through: std::sync::atomic::AtomicU64,
@@ -66,6 +69,7 @@ impl Queue {
             vqueue,
             stream: new_stream(),
             inflight: Mutex::new(VecDeque::new()),
+            inflight_len: std::sync::atomic::AtomicUsize::new(0),
             waited_through: std::sync::atomic::AtomicU64::new(0),
             stalled: std::sync::atomic::AtomicU64::new(0),
         }))
@@ -85,9 +89,20 @@ impl Queue {
         self.inflight.lock().back().cloned()
     }
 
-    /// Records a new command (in schedule order, under the scheduler lock).
-    pub fn record(&self, event: Arc<Event>) {
-        self.inflight.lock().push_back(event);
+    /// Records a new command (in schedule order, under the scheduler lock); returns
+    /// the newest before it, if it may still be running ([`Queue::last`]).
+    pub fn record(&self, event: Arc<Event>) -> Option<Arc<Event>> {
+        let mut q = self.inflight.lock();
+        let before = q.back().cloned();
+        q.push_back(event);
+        self.note_len(&q);
+        before
+    }
+
+    /// Notes `inflight`'s length (its lock held): a stale count only makes `prune`
+    /// look under the lock.
+    fn note_len(&self, q: &VecDeque<Arc<Event>>) {
+        (self.inflight_len).store(q.len(), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Forgets completed commands at the front, only once many have gathered, so that a
@@ -95,7 +110,9 @@ impl Queue {
     /// every command. Polling may complete events
     /// and run their callbacks, so this is never called with the scheduler locked.
     pub fn prune(&self) {
-        self.forget_completed(64, PRUNE_AT);
+        if self.inflight_len.load(std::sync::atomic::Ordering::Relaxed) >= PRUNE_AT {
+            self.forget_completed(64, PRUNE_AT);
+        }
     }
 
     /// After a blocking command of this queue completed: forgets the completed commands
@@ -123,6 +140,7 @@ impl Queue {
                     let mut q = self.inflight.lock();
                     if q.front().is_some_and(|f| Arc::ptr_eq(f, &e)) {
                         q.pop_front();
+                        self.note_len(&q);
                     }
                 }
                 _ => return,
@@ -192,6 +210,7 @@ impl Queue {
     pub fn pending(&self) -> Vec<Arc<Event>> {
         let mut q = self.inflight.lock();
         q.retain(|e| !e.is_done());
+        self.note_len(&q);
         q.iter().cloned().collect()
     }
 
@@ -218,6 +237,7 @@ impl Queue {
         let pending: Vec<Arc<Event>> = {
             let mut q = self.inflight.lock();
             q.retain(|e| Arc::strong_count(e) > 1 && !e.is_done());
+            self.note_len(&q);
             q.iter().cloned().collect()
         };
         for e in pending.iter().rev() {

@@ -189,13 +189,6 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let host_failing = failing + brought.len();
     deps.extend(brought);
     deps.extend(others);
-    if let Some(prev) = queue.last() {
-        // A virtual device's queue has no vendor queue to keep it in order, and a read
-        // whose bytes are still being sent outlives its vendor command.
-        if prev.stream != stream || !device.local() || prev.outlives_vendor() {
-            deps.push(prev);
-        }
-    }
     let work = match (injected, in_place) {
         (Some(_), _) => (work, None),
         (None, Some(source)) => (copy_in_place(&cmd, ctx, source).unwrap_or(work), None),
@@ -210,7 +203,15 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             }
         }
     };
-    queue.record(event.clone());
+    // Planning a copy's bytes may read what the queue holds (`read_queue`): recorded
+    // only now, still under the scheduler lock, so queues list commands in schedule order.
+    if let Some(prev) = queue.record(event.clone()) {
+        // A virtual device's queue has no vendor queue to keep it in order, and a read
+        // whose bytes are still being sent outlives its vendor command.
+        if prev.stream != stream || !device.local() || prev.outlives_vendor() {
+            deps.push(prev);
+        }
+    }
     let routed = route(
         &cmd,
         work,
