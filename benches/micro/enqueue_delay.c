@@ -1,6 +1,6 @@
-/* An LD_PRELOAD library for the native platform: every clEnqueue* call below first
- * busy-waits ENQUEUE_DELAY_NS nanoseconds on the calling thread, then calls the real
- * entry point. It prices a per-command cost: run natively with it, a program shows what
+/* An LD_PRELOAD library in front of a program's OpenCL calls. Every clEnqueue* call below
+ * first busy-waits ENQUEUE_DELAY_NS nanoseconds on the calling thread, then calls the
+ * real entry point. It prices a per-command cost: run natively with it, a program shows what
  * a runtime that adds that much work to each enqueue would cost it, with the vendor's
  * own threads and wake-ups as they are (benches/run-cg-budget.sh).
  *
@@ -13,13 +13,23 @@
  *   ENQUEUE_LINES=N    N bytes written at pseudo-random cache lines of a 16 MiB block
  *                      (objects spread over the heap, missing the core's caches).
  *
+ * CALL_TIMES=1 times the program's calls instead (or besides), natively or in front of
+ * MirrorCL (LD_PRELOAD="enqueue_delay.so:libmirrorcl.so"): at exit it prints, for the
+ * enqueues, clFinish and clSetKernelArg, the calls and the time inside them. With
+ * CALL_TIMES=cpu also the calling thread's CPU time inside them: wall time minus CPU time
+ * is time the thread was off its core (preempted by a woken vendor worker, or blocked in
+ * a lock or a wait). Reading a thread's CPU clock is a system call (about 0.5 µs on the
+ * development VMs), so that mode slows every call down and counts the readings too.
+ *
  *   cc -O2 -shared -fPIC -o enqueue_delay.so enqueue_delay.c -ldl
  */
 #define _GNU_SOURCE
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static long delay_ns = -1;
@@ -84,6 +94,67 @@ static void delay(void)
         ;
 }
 
+/* Calls of one kind and the time inside them (CALL_TIMES). */
+struct calls {
+    const char *name;
+    long n;
+    double wall, cpu;
+};
+static struct calls enqueues = {.name = "enqueues"}, finishes = {.name = "clFinish"},
+                    args = {.name = "clSetKernelArg"};
+
+/* 0: no timing; 1: wall time; 2: and thread CPU time. */
+static int timing = -1;
+
+static int times_calls(void)
+{
+    if (timing < 0) {
+        const char *e = getenv("CALL_TIMES");
+        timing = !e || !*e || !strcmp(e, "0") ? 0 : !strcmp(e, "cpu") ? 2 : 1;
+    }
+    return timing;
+}
+
+static double seconds(clockid_t clock)
+{
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static double thread_cpu(void)
+{
+    return timing == 2 ? seconds(CLOCK_THREAD_CPUTIME_ID) : 0.0;
+}
+
+/* rc = CALL, its time counted in C where CALL_TIMES asks. */
+#define TIMED(c, call)                                                                   \
+    do {                                                                                 \
+        if (!times_calls()) {                                                            \
+            rc = call;                                                                   \
+            break;                                                                       \
+        }                                                                                \
+        double cpu_ = thread_cpu(), wall_ = seconds(CLOCK_MONOTONIC);                    \
+        rc = call;                                                                       \
+        (c).wall += seconds(CLOCK_MONOTONIC) - wall_;                                    \
+        (c).cpu += thread_cpu() - cpu_;                                                  \
+        (c).n++;                                                                         \
+    } while (0)
+
+__attribute__((destructor)) static void report(void)
+{
+    if (timing <= 0)
+        return;
+    const struct calls *all[] = {&enqueues, &finishes, &args};
+    for (int i = 0; i < 3; i++) {
+        fprintf(stderr, "CALLS %-15s %9ld calls %9.4f s inside", all[i]->name, all[i]->n,
+                all[i]->wall);
+        if (timing == 2)
+            fprintf(stderr, ", %9.4f s of CPU", all[i]->cpu);
+        fprintf(stderr, "\n");
+    }
+}
+
 /* The real entry point NAME of type TYPE, looked up once. */
 #define REAL(type, name)                                                                 \
     static type real;                                                                    \
@@ -98,7 +169,9 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint dims, con
 {
     REAL(ndrange_fn, "clEnqueueNDRangeKernel");
     delay();
-    return real(q, k, dims, offset, global, local, n, waits, ev);
+    cl_int rc;
+    TIMED(enqueues, real(q, k, dims, offset, global, local, n, waits, ev));
+    return rc;
 }
 
 typedef cl_int (*copy_fn)(cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t, cl_uint,
@@ -109,7 +182,9 @@ cl_int clEnqueueCopyBuffer(cl_command_queue q, cl_mem src, cl_mem dst, size_t sr
 {
     REAL(copy_fn, "clEnqueueCopyBuffer");
     delay();
-    return real(q, src, dst, src_offset, dst_offset, size, n, waits, ev);
+    cl_int rc;
+    TIMED(enqueues, real(q, src, dst, src_offset, dst_offset, size, n, waits, ev));
+    return rc;
 }
 
 typedef cl_int (*read_fn)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *, cl_uint,
@@ -119,7 +194,9 @@ cl_int clEnqueueReadBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, size_
 {
     REAL(read_fn, "clEnqueueReadBuffer");
     delay();
-    return real(q, b, blocking, offset, size, ptr, n, waits, ev);
+    cl_int rc;
+    TIMED(enqueues, real(q, b, blocking, offset, size, ptr, n, waits, ev));
+    return rc;
 }
 
 typedef cl_int (*write_fn)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, const void *,
@@ -130,7 +207,9 @@ cl_int clEnqueueWriteBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, size
 {
     REAL(write_fn, "clEnqueueWriteBuffer");
     delay();
-    return real(q, b, blocking, offset, size, ptr, n, waits, ev);
+    cl_int rc;
+    TIMED(enqueues, real(q, b, blocking, offset, size, ptr, n, waits, ev));
+    return rc;
 }
 
 typedef cl_int (*fill_fn)(cl_command_queue, cl_mem, const void *, size_t, size_t, size_t, cl_uint,
@@ -141,5 +220,25 @@ cl_int clEnqueueFillBuffer(cl_command_queue q, cl_mem b, const void *pattern, si
 {
     REAL(fill_fn, "clEnqueueFillBuffer");
     delay();
-    return real(q, b, pattern, pattern_size, offset, size, n, waits, ev);
+    cl_int rc;
+    TIMED(enqueues, real(q, b, pattern, pattern_size, offset, size, n, waits, ev));
+    return rc;
+}
+
+typedef cl_int (*finish_fn)(cl_command_queue);
+cl_int clFinish(cl_command_queue q)
+{
+    REAL(finish_fn, "clFinish");
+    cl_int rc;
+    TIMED(finishes, real(q));
+    return rc;
+}
+
+typedef cl_int (*arg_fn)(cl_kernel, cl_uint, size_t, const void *);
+cl_int clSetKernelArg(cl_kernel k, cl_uint i, size_t size, const void *value)
+{
+    REAL(arg_fn, "clSetKernelArg");
+    cl_int rc;
+    TIMED(args, real(k, i, size, value));
+    return rc;
 }
