@@ -56,35 +56,8 @@ def atomic_addresses(obj):
     return found
 
 
-def atomics(path, known):
-    """Atomic read-modify-writes run, per library: {library: count}. `known` caches
-    each library's addresses."""
-    counts = defaultdict(int)
-    obj = None
-    after_call = False
-    with open(path) as f:
-        for line in f:
-            if line.startswith("ob="):
-                obj = line[3:].strip()
-            elif line.startswith("calls="):
-                after_call = True
-            elif line.startswith("0x"):
-                if after_call:
-                    after_call = False
-                    continue
-                if obj not in known:
-                    known[obj] = atomic_addresses(obj)
-                fields = line.split()
-                if int(fields[0], 16) in known[obj]:
-                    counts[re.sub(r".*/", "", obj)] += int(fields[2])
-    return counts
-
-
-def hot_lines(path, runs):
-    """The 64-byte code lines with an instruction run at least `runs` times:
-    {(object, line): function}."""
-    most = defaultdict(int)
-    function_of = {}
+def instructions(path):
+    """Each instruction's own cost line in a profile: (library, function, address, runs)."""
     obj = function = None
     after_call = False
     with open(path) as f:
@@ -97,16 +70,37 @@ def hot_lines(path, runs):
                 # The next cost line is the call's inclusive cost, not an instruction's.
                 after_call = True
             elif line.startswith("0x"):
-                fields = line.split()
                 if after_call:
                     after_call = False
                     continue
                 # positions: instr line; events: Ir first.
-                key = (obj, int(fields[0], 16) >> 6)
-                runs_here = int(fields[2]) if len(fields) > 2 else 0
-                if runs_here > most[key]:
-                    most[key] = runs_here
-                    function_of[key] = function
+                fields = line.split()
+                runs = int(fields[2]) if len(fields) > 2 else 0
+                yield obj, function, int(fields[0], 16), runs
+
+
+def atomics(path, known):
+    """Atomic read-modify-writes run, per library: {library: count}. `known` caches
+    each library's addresses."""
+    counts = defaultdict(int)
+    for obj, _, address, runs in instructions(path):
+        if obj not in known:
+            known[obj] = atomic_addresses(obj)
+        if address in known[obj]:
+            counts[re.sub(r".*/", "", obj)] += runs
+    return counts
+
+
+def hot_lines(path, runs):
+    """The 64-byte code lines with an instruction run at least `runs` times:
+    {(library, line): function}."""
+    most = defaultdict(int)
+    function_of = {}
+    for obj, function, address, runs_here in instructions(path):
+        key = (obj, address >> 6)
+        if runs_here > most[key]:
+            most[key] = runs_here
+            function_of[key] = function
     return {k: function_of[k] for k, n in most.items() if n >= runs}
 
 
