@@ -101,17 +101,33 @@ issuing() {
   f=$(grep -l "issuer::run_job" "$1"/callgrind.out.*-* 2>/dev/null | head -n 1)
   echo "${f:-$(profile "$1")}"
 }
-breakdown() {
-  local tag=$1
+# SCRIPT's report on the first two figures of TAG (the burst's profile has no cache
+# simulation).
+first_two() {
+  local script=$1 tag=$2
   echo "$tag, a kernel after a wait:"
-  python3 benches/cost-breakdown.py "$(profile "$work/$tag-kernel-short")" \
-    "$(profile "$work/$tag-kernel-long")" 440
+  python3 "$script" "$(profile "$work/$tag-kernel-short")" "$(profile "$work/$tag-kernel-long")" 440
   echo "$tag, a CG iteration:"
-  python3 benches/cost-breakdown.py "$(profile "$work/$tag-cg-short")" \
-    "$(profile "$work/$tag-cg-long")" 100 --top "${TOP:-0}"
-  echo "$tag, a kernel of a burst, on the thread that issues it:"
-  python3 benches/cost-breakdown.py "$(issuing "$work/$tag-burst-short")" \
-    "$(issuing "$work/$tag-burst-long")" 4000
+  python3 "$script" "$(profile "$work/$tag-cg-short")" "$(profile "$work/$tag-cg-long")" 100 \
+    --top "${TOP:-0}"
+}
+# Where each figure of TAG goes, by part (BREAKDOWN).
+breakdown() {
+  first_two benches/cost-breakdown.py "$1"
+  echo "$1, a kernel of a burst, on the thread that issues it:"
+  python3 benches/cost-breakdown.py "$(issuing "$work/$1-burst-short")" \
+    "$(issuing "$work/$1-burst-long")" 4000
+}
+# The first two figures' atomic operations, cache misses and hot code (KINDS).
+kinds() { first_two benches/cost-kinds.py "$1"; }
+# REPORT TAG for native and each library of LIBS, named by the library's file.
+each_build() {
+  local l n=0
+  "$1" native
+  for l in ${LIBS:-$lib}; do
+    n=$((n + 1))
+    "$1" "lib$n" | sed "s|^lib$n|$(basename "$l")|"
+  done
 }
 row() { printf '%-32s %20s %26s %24s\n' "$@"; }
 row "" "kernel after a wait" "CG iteration (4 devices)" "burst kernel, issuing"
@@ -124,29 +140,10 @@ done
 if [ -n "${KINDS:-}" ]; then
   echo
   echo "Per unit, besides instructions (caches simulated):"
-  n=0
-  for tag in native ${LIBS:-$lib}; do
-    name=native
-    if [ "$tag" != native ]; then
-      n=$((n + 1))
-      name=$(basename "$tag")
-      tag="lib$n"
-    fi
-    echo "$name, a kernel after a wait:"
-    python3 benches/cost-kinds.py "$(profile "$work/$tag-kernel-short")" \
-      "$(profile "$work/$tag-kernel-long")" 440
-    echo "$name, a CG iteration:"
-    python3 benches/cost-kinds.py "$(profile "$work/$tag-cg-short")" \
-      "$(profile "$work/$tag-cg-long")" 100 --top "${TOP:-0}"
-  done
+  each_build kinds
 fi
 if [ -n "${BREAKDOWN:-}" ]; then
   echo
   echo "Instructions per unit by part (each function's own, inlined code included):"
-  breakdown native
-  n=0
-  for l in ${LIBS:-$lib}; do
-    n=$((n + 1))
-    breakdown "lib$n" | sed "s|^lib$n|$(basename "$l")|"
-  done
+  each_build breakdown
 fi
