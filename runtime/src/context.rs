@@ -59,6 +59,9 @@ pub struct Context {
     transfer_queues: Mutex<HashMap<(u32, usize, bool), TransferQueue>>,
     /// Buffers gone since the scheduler last ran, forgotten at its next run.
     released: Mutex<Vec<mirrorcl_scheduler::BufferId>>,
+    /// `released` may hold some: most commands then find nothing to forget without
+    /// taking its lock.
+    released_any: std::sync::atomic::AtomicBool,
     /// The application's error callback, handed to every vendor context (freed after
     /// them).
     notify: Option<usize>,
@@ -171,6 +174,7 @@ impl Context {
             scheduler: Mutex::new(scheduler),
             transfer_queues: Mutex::new(HashMap::new()),
             released: Mutex::new(Vec::new()),
+            released_any: Default::default(),
             notify: target.map(|t| t as usize),
             destructors: Destructors::default(),
             image_formats: Mutex::new(HashMap::new()),
@@ -215,15 +219,22 @@ impl Context {
 
     /// Records that a buffer is gone, without taking the scheduler lock.
     pub fn forget_buffer(&self, id: mirrorcl_scheduler::BufferId) {
-        self.released.lock().push(id);
+        let mut released = self.released.lock();
+        released.push(id);
+        (self.released_any).store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Locks the scheduler, first forgetting buffers released since its last use.
     pub fn lock_scheduler(&self) -> SchedulerLock<'_> {
         let mut sched = self.scheduler.lock();
-        for id in self.released.lock().drain(..) {
-            crate::record::release(self.record_id, id);
-            sched.release_buffer(id);
+        if (self.released_any).load(std::sync::atomic::Ordering::Acquire) {
+            let mut released = self.released.lock();
+            // Under the lock: a buffer released after this sets it again.
+            (self.released_any).store(false, std::sync::atomic::Ordering::Relaxed);
+            for id in released.drain(..) {
+                crate::record::release(self.record_id, id);
+                sched.release_buffer(id);
+            }
         }
         SchedulerLock {
             sched,

@@ -403,17 +403,25 @@ impl Event {
         self.state.lock().keep.push(obj);
     }
 
+    /// `keep` for each of `objs`; none if the event is done already (its completion let
+    /// go of what it kept, and these would stay until the event goes).
     pub fn keep_all(&self, objs: impl Iterator<Item = Arc<dyn Any + Send + Sync>>) {
-        self.state.lock().keep.extend(objs);
+        let mut st = self.state.lock();
+        // Under the lock: `settle` marks the event done before it takes what is kept.
+        if !self.is_done() {
+            st.keep.extend(objs);
+        }
     }
 
     /// Records the commands this one runs after (a vendor command's dependencies), so
     /// that its completion completes them too. Held weakly: a dependency nothing else
-    /// holds is gone already, with what it kept.
-    pub fn waits_for(&self, deps: &[Arc<Event>]) {
+    /// holds is gone already, with what it kept. Also answers, under the same lock,
+    /// whether anything waits for its completion by callback yet.
+    pub fn waits_for(&self, deps: &[Arc<Event>]) -> bool {
         let mut st = self.state.lock();
         st.waits_for
             .extend((deps.iter()).filter(|d| !d.is_done()).map(Arc::downgrade));
+        !st.callbacks.is_empty()
     }
 
     pub fn vendor(&self) -> Option<&VendorEvent> {
@@ -553,11 +561,6 @@ impl Event {
                 self.wait_vendor(vendor);
             }
         }
-    }
-
-    /// Whether anything waits for its completion by callback yet.
-    pub fn awaited(&self) -> bool {
-        !self.state.lock().callbacks.is_empty()
     }
 
     /// Application callbacks run where the vendor calls back, never on an issuer.

@@ -72,9 +72,11 @@ pub enum Backing {
 }
 
 impl IssuerState {
-    pub fn touched(&mut self, queue: &Arc<VQueue>) {
-        if !self.dirty.iter().any(|q| Arc::ptr_eq(q, queue)) {
-            self.dirty.push(queue.clone());
+    /// A command went to `queue`: it is flushed at the end of the batch. Taken, not
+    /// cloned: the job is done with it.
+    pub fn touched(&mut self, queue: Arc<VQueue>) {
+        if !self.dirty.iter().any(|q| Arc::ptr_eq(q, &queue)) {
+            self.dirty.push(queue);
         }
     }
 
@@ -523,7 +525,7 @@ impl Issuer {
         caller_may_run: bool,
         may_go_unbacked: bool,
         ready: impl FnOnce() -> bool,
-    ) -> Option<Caller> {
+    ) -> Option<Caller<'_>> {
         use std::sync::atomic::Ordering;
         let by_caller = match self.policy {
             CallerIssues::Waited => {
@@ -542,7 +544,7 @@ impl Issuer {
         if !by_caller || !ready() {
             return None;
         }
-        let running = self.shared.running.try_lock_arc()?;
+        let running = self.shared.running.try_lock()?;
         // Under the lock: every job handed over before has run.
         if self.shared.pending.load(Ordering::Acquire) != 0 {
             return None;
@@ -555,7 +557,9 @@ impl Issuer {
         Some(Caller {
             _running: running,
             handed: crate::trace::begin(),
-            unbacked: self.shared.unbacked.clone(),
+            // Only that policy leaves kernels unbacked: elsewhere the list stays empty,
+            // and a command need not look at it (a lock, two atomic operations).
+            unbacked: (self.policy == CallerIssues::Waited).then(|| self.shared.unbacked.clone()),
             lazy,
         })
     }
@@ -579,15 +583,16 @@ impl Issuer {
 /// the hand-over on: jobs handed over later wait for it, as they would behind it on the
 /// issuer thread.
 #[must_use = "the command runs only when run"]
-pub struct Caller {
-    _running: parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>,
+pub struct Caller<'a> {
+    _running: parking_lot::MutexGuard<'a, ()>,
     handed: u64,
-    unbacked: Unbacked,
+    /// The issuer's unbacked kernels, where its policy leaves any (`CallerIssues::Waited`).
+    unbacked: Option<Unbacked>,
     /// The kernel goes without a vendor event (`Issuer::caller_runs`).
     lazy: bool,
 }
 
-impl Caller {
+impl Caller<'_> {
     /// Runs the command (`run`, as `RunAs` says), as the issuer runs its jobs.
     pub fn run(
         self,
@@ -601,7 +606,7 @@ impl Caller {
             RunAs::Own
         };
         let mut state = IssuerState {
-            unbacked: Some(self.unbacked),
+            unbacked: self.unbacked,
             ..Default::default()
         };
         run_traced(&mut state, how, self.handed, command_type, seq, run);

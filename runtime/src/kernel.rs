@@ -155,12 +155,42 @@ pub struct Kernel {
     /// In a cluster, the describer's answers to `vendor_check` so far, by (argument,
     /// size, NULL value): each is asked once per kernel.
     answers: Mutex<HashMap<(u32, usize, bool), cl_int>>,
+    /// Per argument, the last of `answers` for it (`LastAnswer`), read without the lock:
+    /// a solver sets its scalars before every launch.
+    last_answers: Vec<std::sync::atomic::AtomicU64>,
 }
 
 impl_handle!(Kernel, Kernel, CL_INVALID_KERNEL);
 
 /// A query's answer: the bytes, or the error the vendor gave.
 pub type Answer = Result<Vec<u8>, cl_int>;
+
+/// One cached answer to `Kernel::vendor_check` in a word: valid (bit 63), NULL value
+/// (bit 62), size (bits 32-61), the answer (bits 0-31). Sizes from 2^30 on stay in
+/// the map alone.
+struct LastAnswer;
+
+impl LastAnswer {
+    const VALID: u64 = 1 << 63;
+    const NULL: u64 = 1 << 62;
+    const SIZES: usize = 1 << 30;
+
+    fn word(size: usize, null: bool) -> u64 {
+        Self::VALID | if null { Self::NULL } else { 0 } | (size as u64) << 32
+    }
+
+    fn read(slot: &std::sync::atomic::AtomicU64, size: usize, null: bool) -> Option<cl_int> {
+        let w = slot.load(Ordering::Relaxed);
+        (size < Self::SIZES && w & !0xffff_ffff == Self::word(size, null))
+            .then_some(w as u32 as cl_int)
+    }
+
+    fn write(slot: &std::sync::atomic::AtomicU64, size: usize, null: bool, rc: cl_int) {
+        if size < Self::SIZES {
+            slot.store(Self::word(size, null) | rc as u32 as u64, Ordering::Relaxed);
+        }
+    }
+}
 
 /// The argument queries every kernel answers from its facts (`clGetKernelArgInfo`).
 pub const ARG_QUERIES: [cl_kernel_arg_info; 5] = [
@@ -398,6 +428,7 @@ impl Kernel {
             dk.limits = facts.limits(*index).unwrap_or_default();
         }
         program.kernels.fetch_add(1, Ordering::AcqRel);
+        let num_args = facts.num_args;
         Ok(Arc::new(Kernel {
             header: Header::new(),
             program,
@@ -411,6 +442,7 @@ impl Kernel {
             // A kernel exists only where some rank has an executable.
             describer: describer.unwrap_or_default(),
             answers: Mutex::new(HashMap::default()),
+            last_answers: (0..num_args).map(|_| Default::default()).collect(),
         }))
     }
 
@@ -418,11 +450,7 @@ impl Kernel {
     /// local memory plus the `__local` arguments set now (some vendors leave the
     /// arguments out).
     pub fn local_mem_size(&self, device: &Device) -> Option<cl_ulong> {
-        let answer = self
-            .facts
-            .work_group_answer(device.index, CL_KERNEL_LOCAL_MEM_SIZE)?;
-        answer.as_ref().ok()?;
-        let base: cl_ulong = value_of(Some(answer));
+        let base = self.own_local_mem(device)?;
         let args: usize = self
             .args
             .lock()
@@ -433,6 +461,27 @@ impl Kernel {
             })
             .sum();
         Some(base + args as cl_ulong)
+    }
+
+    /// `local_mem_size` for a launch with `args`, its snapshot of the arguments.
+    pub fn launch_local_mem(&self, device: &Device, args: &[ArgValue]) -> Option<cl_ulong> {
+        let base = self.own_local_mem(device)?;
+        let local: usize = (args.iter())
+            .map(|a| match a {
+                ArgValue::Local(n) => *n,
+                _ => 0,
+            })
+            .sum();
+        Some(base + local as cl_ulong)
+    }
+
+    /// The kernel's own local memory on `device`, as its vendor reports it.
+    fn own_local_mem(&self, device: &Device) -> Option<cl_ulong> {
+        let answer = self
+            .facts
+            .work_group_answer(device.index, CL_KERNEL_LOCAL_MEM_SIZE)?;
+        answer.as_ref().ok()?;
+        Some(value_of(Some(answer)))
     }
 
     /// `clSetKernelArg`, once the value is validated.
@@ -479,8 +528,12 @@ impl Kernel {
         cached: bool,
     ) -> ClResult<()> {
         let key = (index, size, value.is_null());
+        let last = self.last_answers.get(index as usize);
         if let Some(rc) = cached
-            .then(|| self.answers.lock().get(&key).copied())
+            .then(|| {
+                last.and_then(|l| LastAnswer::read(l, size, value.is_null()))
+                    .or_else(|| self.answers.lock().get(&key).copied())
+            })
             .flatten()
         {
             return crate::check(rc);
@@ -500,6 +553,9 @@ impl Kernel {
         };
         if cached {
             self.answers.lock().insert(key, rc);
+            if let Some(l) = last {
+                LastAnswer::write(l, size, value.is_null(), rc);
+            }
         }
         crate::check(rc)
     }
@@ -511,13 +567,13 @@ impl Kernel {
         }
     }
 
-    /// Sets `args` on the device's vendor kernel where they differ from what it has
+    /// Sets `args` on device `device`'s vendor kernel where they differ from what it has
     /// (a solver launching one kernel per device with the same buffers sets only its
     /// scalars again). Runs on the device's issuer thread.
-    pub fn apply_args(&self, device: &Device, args: &[VendorArg]) -> ClResult<&VKernel> {
+    pub fn apply_args(&self, device: u32, args: &[VendorArg]) -> ClResult<&VKernel> {
         let dk = self
             .devices
-            .get(&device.index)
+            .get(&device)
             .ok_or(CL_INVALID_PROGRAM_EXECUTABLE)?;
         let mut set = dk.set.lock();
         set.resize(args.len(), None);

@@ -19,7 +19,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::alloc::Layout;
 use std::ffi::c_void;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Host copy alignment: a page, so vendors can use it for DMA.
@@ -97,6 +97,9 @@ pub struct Buffer {
     pub races: crate::races::Accesses,
     /// A root buffer's reads for other ranks (`SentReads`).
     pub sent_read: Mutex<SentReads>,
+    /// Some read of it ever fed a send (`note_sent_read`): until then a write need not
+    /// look at `sent_read` (a lock, on every command that writes the buffer).
+    sent_read_ever: AtomicBool,
 }
 
 /// A root buffer's one-piece device reads that fed sends.
@@ -191,9 +194,20 @@ unsafe fn free_host(ptr: *mut u8, layout: Layout) {
 }
 
 impl Buffer {
+    /// `read` of this root buffer fed a send (`SentReads::note`). Under the scheduler
+    /// lock.
+    pub fn note_sent_read(&self, read: SentRead) {
+        self.sent_read_ever.store(true, Ordering::Relaxed);
+        self.sent_read.lock().note(read);
+    }
+
     /// A command or step that writes this root buffer's instance on `device` was
     /// scheduled: a read of it made before no longer serves later sends.
     pub fn wrote_on(&self, device: u32) {
+        // Set under the scheduler lock, which the caller holds.
+        if !self.sent_read_ever.load(Ordering::Relaxed) {
+            return;
+        }
         let mut sent = self.sent_read.lock();
         if let Some(s) = sent.current.take_if(|s| s.device == device) {
             if s.unsent {
@@ -265,6 +279,7 @@ impl Buffer {
             image: None,
             races: Default::default(),
             sent_read: Mutex::new(SentReads::default()),
+            sent_read_ever: AtomicBool::new(false),
         }))
     }
 
@@ -332,6 +347,7 @@ impl Buffer {
             image: None,
             races: Default::default(),
             sent_read: Mutex::new(SentReads::default()),
+            sent_read_ever: AtomicBool::new(false),
         })
     }
 

@@ -90,10 +90,16 @@ impl Queue {
     }
 
     /// Records a new command (in schedule order, under the scheduler lock); returns
-    /// the newest before it, if it may still be running ([`Queue::last`]).
-    pub fn record(&self, event: Arc<Event>) -> Option<Arc<Event>> {
+    /// the newest before it, if it may still be running ([`Queue::last`]) and the new
+    /// one must wait for it (`waits_for`: mostly not, the vendor queue's order keeps
+    /// them, and the reference is not taken).
+    pub fn record(
+        &self,
+        event: Arc<Event>,
+        waits_for: impl FnOnce(&Event) -> bool,
+    ) -> Option<Arc<Event>> {
         let mut q = self.inflight.lock();
-        let before = q.back().cloned();
+        let before = q.back().filter(|e| waits_for(e)).cloned();
         q.push_back(event);
         self.note_len(&q);
         before

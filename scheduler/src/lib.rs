@@ -934,8 +934,10 @@ impl<T: Clone> Scheduler<T> {
                 instance_deps(state, loc, self.thread, whole, access, stream, &mut deps);
             }
         }
-        let own = (self.next_access, self.thread, false, token.clone());
-        let own_aliased = (self.next_access, self.thread, true, token.clone());
+        // The command's token as an access records it (`Tok`): made as first needed,
+        // mostly one of the two (a token's clone is an atomic operation).
+        let (next_access, thread) = (self.next_access, self.thread);
+        let (mut own, mut own_aliased) = (None, None);
         self.next_access += 1;
         let done = self.done;
         let done = |t: &Tok<T>| done(&t.3);
@@ -965,9 +967,9 @@ impl<T: Clone> Scheduler<T> {
                 stream,
                 None,
                 if access.aliased || whole {
-                    &own_aliased
+                    own_aliased.get_or_insert_with(|| (next_access, thread, true, token.clone()))
                 } else {
-                    &own
+                    own.get_or_insert_with(|| (next_access, thread, false, token.clone()))
                 },
                 &done,
             );

@@ -41,7 +41,8 @@ pub(super) struct VendorCommand {
     pub event: Arc<Event>,
     pub deps: Deps,
     pub work: VendorWork,
-    /// Keeps the application's queue alive until the command ran.
+    /// Keeps the application's queue alive until the command ran: set when it goes to
+    /// the issuer thread (`issue`); a thread that runs it itself holds the queue.
     pub keep_queue: Option<Arc<Queue>>,
     /// A blocking read or write: the vendor call itself blocks on the issuer.
     pub blocking: bool,
@@ -96,13 +97,18 @@ pub(super) fn blocks_in_vendor(blocking: bool, device: &Device) -> bool {
 static ISSUE_ORDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Sends a vendor command to `device`'s issuer, or gives it back for the caller to run
-/// once it has released the scheduler lock (`Issuer::caller_runs`).
-pub(super) fn issue(device: &Device, cmd: VendorCommand) -> Option<Inline> {
+/// once it has released the scheduler lock (`Issuer::caller_runs`). `queue`: the
+/// application's queue of an application command (None for a transfer step).
+pub(super) fn issue<'a>(
+    device: &'a Device,
+    cmd: VendorCommand,
+    queue: Option<&Arc<Queue>>,
+) -> Option<Inline<'a>> {
     // Boxed once: from here on it moves as a pointer, to the caller that runs it or
     // through the issuer's channel and queues.
     let mut cmd = Box::new(cmd);
     // Its completion then completes the dependencies the vendor waits for silently.
-    cmd.event.waits_for(&cmd.deps.all);
+    let awaited = cmd.event.waits_for(&cmd.deps.all);
     // A kernel launch that returns at once, on a queue that does not profile.
     let launch = !cmd.blocking
         && !cmd.event.profiling
@@ -112,7 +118,7 @@ pub(super) fn issue(device: &Device, cmd: VendorCommand) -> Option<Inline> {
         );
     // Not a transfer step, nor a read whose bytes go to other ranks: their completions
     // are polled by the issuer thread, not by a caller gone back to the application.
-    let caller_may_run = cmd.keep_queue.is_some() && (cmd.blocking || !cmd.event.awaited());
+    let caller_may_run = queue.is_some() && (cmd.blocking || !awaited);
     let may_go_unbacked = launch && caller_may_run && cmd.unseen;
     let context = (cmd.event.context.vendor_context_of(cmd.group).ok()).map(|v| v.vctx.key());
     let stream = cmd.event.stream;
@@ -122,6 +128,7 @@ pub(super) fn issue(device: &Device, cmd: VendorCommand) -> Option<Inline> {
         return Some(Inline { caller, cmd });
     }
     let free = cmd.deps.all.iter().all(|d| d.is_done());
+    cmd.keep_queue = queue.cloned();
     issuer.send(
         JobInfo {
             vqueue: cmd.vqueue.as_ref().map_or(0, |q| q.raw() as usize),
@@ -149,12 +156,12 @@ pub(super) fn issue(device: &Device, cmd: VendorCommand) -> Option<Inline> {
 
 /// A vendor command its handing thread runs itself (`Issuer::caller_runs`).
 #[must_use = "the command runs only when run"]
-pub(super) struct Inline {
-    caller: Caller,
+pub(super) struct Inline<'a> {
+    caller: Caller<'a>,
     cmd: Box<VendorCommand>,
 }
 
-impl Inline {
+impl Inline<'_> {
     pub(super) fn run(self) {
         let (command_type, seq) = (self.cmd.event.command_type, self.cmd.event.seq);
         let cmd = self.cmd;
@@ -272,11 +279,11 @@ impl RunJob for VendorCommand {
         match result {
             Ok(Ok((vqueue, context, _))) if lazy => {
                 state.leave_unbacked(&vqueue, context, stream, event.clone());
-                state.touched(&vqueue);
+                state.touched(vqueue);
             }
             Ok(Ok((vqueue, context, _))) if share => {
                 state.defer(&vqueue, context, stream, event.clone());
-                state.touched(&vqueue);
+                state.touched(vqueue);
             }
             Ok(Ok((vqueue, context, Some(vev)))) => {
                 let vev = Arc::new(SharedVEvent::new(vev));
@@ -287,7 +294,7 @@ impl RunJob for VendorCommand {
                     context,
                     stream,
                 });
-                state.touched(&vqueue);
+                state.touched(vqueue);
                 if blocking {
                     // The vendor call returned with the bytes in place.
                     event.poll();

@@ -31,37 +31,40 @@ pub fn ndrange(
     let runs_here = queue.device.local();
     let mut vendor_args = Vec::with_capacity(if runs_here { args.len() } else { 0 });
     let mut instance_failure = None;
-    for (i, arg) in args.iter().enumerate() {
-        if let ArgValue::Mem(Some(b)) = arg {
-            accesses.push((b.clone(), 0..b.size, buffer_mode(kernel, b, i)));
-        }
-        if !runs_here {
-            continue;
-        }
-        vendor_args.push(match arg {
-            ArgValue::Mem(Some(b)) => match device_instance(queue, b) {
-                Ok(m) => VendorArg::Mem(Some(m)),
-                Err(rc) => {
-                    instance_failure.get_or_insert(rc);
-                    VendorArg::Mem(None)
-                }
-            },
-            ArgValue::Mem(None) => VendorArg::Mem(None),
-            ArgValue::Sampler(s) if queue.device.local() => match s.instance(&queue.device) {
+    // The snapshot's references move into the accesses and vendor arguments (a clone
+    // and a drop are an atomic operation each).
+    for (i, arg) in args.into_iter().enumerate() {
+        let vendor_arg = match arg {
+            ArgValue::Mem(Some(b)) => {
+                let vendor_arg = runs_here.then(|| match device_instance(queue, &b) {
+                    Ok(m) => VendorArg::Mem(Some(m)),
+                    Err(rc) => {
+                        instance_failure.get_or_insert(rc);
+                        VendorArg::Mem(None)
+                    }
+                });
+                let mode = buffer_mode(kernel, &b, i);
+                let size = b.size;
+                accesses.push((b, 0..size, mode));
+                vendor_arg
+            }
+            // Never set elsewhere: the command does not run there.
+            _ if !runs_here => None,
+            ArgValue::Mem(None) => Some(VendorArg::Mem(None)),
+            ArgValue::Sampler(s) => Some(match s.instance(&queue.device) {
                 Ok(v) => VendorArg::Sampler(v),
                 Err(rc) => {
                     instance_failure.get_or_insert(rc);
                     VendorArg::Mem(None)
                 }
-            },
-            // Never set: the command does not run here.
-            ArgValue::Sampler(_) => VendorArg::Mem(None),
-            ArgValue::Local(n) => VendorArg::Local(*n),
-            ArgValue::Bytes(b) => VendorArg::Bytes(b.clone()),
-        });
+            }),
+            ArgValue::Local(n) => Some(VendorArg::Local(n)),
+            ArgValue::Bytes(b) => Some(VendorArg::Bytes(b)),
+        };
+        vendor_args.extend(vendor_arg);
     }
     let k = kernel.clone();
-    let device = queue.device.clone();
+    let device = queue.device.index;
     submit(
         Command {
             queue: queue.clone(),
@@ -78,7 +81,7 @@ pub fn ndrange(
             if let Some(rc) = instance_failure {
                 return Err(rc);
             }
-            let vk = k.apply_args(&device, &vendor_args)?;
+            let vk = k.apply_args(device, &vendor_args)?;
             let dims = dims as usize;
             q.ndrange(
                 vk,

@@ -61,13 +61,17 @@ pub struct Command {
 /// owner of the queue's device runs it; elsewhere it is bookkeeping that completes after
 /// its dependencies, except that a read's bytes reach every rank (the owner sends them).
 pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
-    let queue = cmd.queue.clone();
-    // Borrowed: their reference counts are written by every thread that drops a command.
+    // Out of the command, which is only read from here on: its queue, context, device
+    // and buffers are borrowed, not cloned (an atomic operation each way, some 20
+    // cycles, on every command).
+    let mut wait_list = std::mem::take(&mut cmd.wait_list);
+    let cmd = cmd;
+    let queue = &cmd.queue;
     let ctx = &queue.context;
     let device = &queue.device;
     queue.keep_pace();
     add(&COUNTERS.commands_created, 1);
-    let index = COMMAND_INDEX.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let index = command_index();
     if crate::history::kept() {
         crate::history::note_command(
             command_name(cmd.command_type),
@@ -87,7 +91,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     } else {
         (Location::Device(device.index), queue.stream)
     };
-    let event = Event::new(ctx.clone(), Some(&queue), cmd.command_type, stream);
+    let event = Event::new(ctx.clone(), Some(queue), cmd.command_type, stream);
     if crate::host_threads::several() && crate::node::is_cluster_now() {
         // Named only where threads are: waits then pair by it (`event::wait_all`).
         let command = crate::host_threads::next_command();
@@ -105,11 +109,11 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
                 )
             })
             .collect();
-        crate::races::check(&queue, &cmd.wait_list, &event, &accesses);
+        crate::races::check(queue, &wait_list, &event, &accesses);
     }
-    let waits = crate::record::enabled().then(|| recorded_waits(&cmd));
+    let waits = crate::record::enabled().then(|| recorded_waits(&cmd, &wait_list));
     let vendor = matches!(work, Work::Vendor(_));
-    wait_list_elsewhere(&mut cmd, &event);
+    wait_list_elsewhere(&cmd, &mut wait_list, &event);
     name_for_reports(&cmd, &event);
     let injected = device.local().then(|| injected_failure(index)).flatten();
     let work = match (work, injected) {
@@ -139,19 +143,15 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         // Nothing here depends on it and nothing here must track it: not enqueued. Its
         // event still keeps the meaning of its wait list.
         add(&COUNTERS.commands_not_enqueued, 1);
-        event.complete_after(cmd.wait_list);
+        event.complete_after(wait_list);
         return Ok(event);
     }
     // Built only now: a command left out needs none.
     let accesses = scheduled_accesses(&cmd);
-    // Its buffers live as long as it may run or move their bytes.
-    event.keep_all(
-        (cmd.accesses.iter()).map(|(b, _, _)| root_arc(b) as Arc<dyn std::any::Any + Send + Sync>),
-    );
     // The application's wait list comes first: only its failures fail the command; what
     // MirrorCL adds after it only orders it.
-    let failing = cmd.wait_list.len();
-    let mut deps = std::mem::take(&mut cmd.wait_list);
+    let failing = wait_list.len();
+    let mut deps = wait_list;
     let scheduling = crate::stats::on().then(std::time::Instant::now);
     let traced = crate::trace::begin();
     add(&COUNTERS.commands_scheduled, 1);
@@ -167,7 +167,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let in_place = sched.read_elsewhere().first().map(|&(_, d)| d);
     if let Location::Device(d) = at {
         for (b, _, _) in cmd.accesses.iter().filter(|(_, _, m)| *m != Mode::Read) {
-            root_arc(b).wrote_on(d);
+            b.root().wrote_on(d);
         }
     }
     if let Some(start) = scheduling {
@@ -205,15 +205,15 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     };
     // Planning a copy's bytes may read what the queue holds (`read_queue`): recorded
     // only now, still under the scheduler lock, so queues list commands in schedule order.
-    if let Some(prev) = queue.record(event.clone()) {
-        // A virtual device's queue has no vendor queue to keep it in order, and a read
-        // whose bytes are still being sent outlives its vendor command.
-        if prev.stream != stream || !device.local() || prev.outlives_vendor() {
-            deps.push(prev);
-        }
+    // A virtual device's queue has no vendor queue to keep it in order, and a read
+    // whose bytes are still being sent outlives its vendor command.
+    let after = |prev: &Event| prev.stream != stream || !device.local() || prev.outlives_vendor();
+    if let Some(prev) = queue.record(event.clone(), after) {
+        deps.push(prev);
     }
     let routed = route(
         &cmd,
+        device,
         work,
         &event,
         &accesses,
@@ -223,6 +223,15 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             behind: Vec::new(),
         },
     );
+    // Its buffers live as long as it may run or move their bytes: the command's own
+    // references move to its event (it holds them until now).
+    event.keep_all(cmd.accesses.into_iter().map(|(b, _, _)| {
+        let root: Arc<dyn std::any::Any + Send + Sync> = match &b.parent {
+            Some(parent) => parent.clone(),
+            None => b,
+        };
+        root
+    }));
     drop(sched);
     let host_work = match routed {
         Routed::Here(inline) => {
@@ -368,11 +377,11 @@ fn copy_from_sent_read(
 
 /// The devices of the wait list's device commands whose statuses the command learns
 /// (`learn_wait_list_statuses`), for `MIRRORCL_RECORD`.
-fn recorded_waits(cmd: &Command) -> Vec<u32> {
+fn recorded_waits(cmd: &Command, wait_list: &[Arc<Event>]) -> Vec<u32> {
     if cmd.waits_on_queue || !(cmd.blocking || cmd.at_host) {
         return Vec::new();
     }
-    (cmd.wait_list.iter())
+    (wait_list.iter())
         .filter(|e| e.owner().is_some())
         .filter_map(|e| e.queue().map(|q| q.device.index))
         .collect()
@@ -435,10 +444,10 @@ fn copies_between_buffers(cmd: &Command) -> bool {
 }
 
 /// What became of a routed command.
-enum Routed {
+enum Routed<'a> {
     /// Issued or received here; a vendor command may come back for the caller to run
     /// once it has released the scheduler lock (`Issuer::caller_runs`).
-    Here(Option<Inline>),
+    Here(Option<Inline<'a>>),
     /// Bookkeeping: it completes after these dependencies, once the lock is released.
     Bookkeeping(Deps),
 }
@@ -447,14 +456,15 @@ enum Routed {
 /// it runs here (a read in a cluster also sends its bytes down the relay to every rank),
 /// or, for another rank's read, a receive of its bytes (passed on down the relay).
 /// Otherwise it is bookkeeping here.
-fn route(
+fn route<'a>(
     cmd: &Command,
+    device: &'a Device,
     (work, mut landing): (Work, Option<Landing>),
     event: &Arc<Event>,
     accesses: &[Access],
     deps: Deps,
-) -> Routed {
-    let (queue, device) = (&cmd.queue, &cmd.queue.device);
+) -> Routed<'a> {
+    let queue = &cmd.queue;
     let node = crate::node::node();
     let shared_read = cmd.fills_host.filter(|_| node.is_cluster());
     let what = || What {
@@ -471,7 +481,7 @@ fn route(
         event,
         deps,
         work,
-        keep_queue: Some(queue.clone()),
+        keep_queue: None,
         blocking: blocks_in_vendor(cmd.blocking, device),
         landing: landing.take(),
         unseen: cmd.unseen,
@@ -479,7 +489,7 @@ fn route(
     match (work, runs_here, shared_read) {
         (Work::Vendor(f), true, None) => {
             add(&COUNTERS.commands_issued, 1);
-            Routed::Here(issue(device, issued(event.clone(), f, deps)))
+            Routed::Here(issue(device, issued(event.clone(), f, deps), Some(queue)))
         }
         (Work::Vendor(f), true, Some(span)) => {
             add(&COUNTERS.commands_issued, 1);
@@ -488,7 +498,7 @@ fn route(
             event.set_outlives_vendor();
             let peers = remote::relay(device.owner, span.len() as u64, 1).to;
             remote::send_when_done(&read, event.clone(), peers, span, what(), None);
-            Routed::Here(issue(device, issued(read, f, deps)))
+            Routed::Here(issue(device, issued(read, f, deps), Some(queue)))
         }
         (Work::Vendor(_), false, Some(span)) => {
             let relay = remote::relay(device.owner, span.len() as u64, 1);
@@ -526,14 +536,14 @@ fn route(
 /// (`note_waits_elsewhere`): learning costs the owner a vendor callback on the command,
 /// which doubled the IV.7.2 microbenchmark's iteration. Not for a wait list that is the
 /// queue's unfinished commands, which differ between ranks.
-fn wait_list_elsewhere(cmd: &mut Command, event: &Arc<Event>) {
+fn wait_list_elsewhere(cmd: &Command, wait_list: &mut [Arc<Event>], event: &Arc<Event>) {
     if !crate::node::node().is_cluster() || cmd.waits_on_queue {
         return;
     }
     if cmd.blocking || cmd.at_host {
-        learn_wait_list_statuses(cmd);
+        learn_wait_list_statuses(cmd, wait_list);
     } else {
-        note_waits_elsewhere(cmd, event);
+        note_waits_elsewhere(cmd, wait_list, event);
     }
 }
 
@@ -541,8 +551,8 @@ fn wait_list_elsewhere(cmd: &mut Command, event: &Arc<Event>) {
 /// message without bytes, planned alike on both ranks) to every rank that runs this
 /// command, which waits on that arrival in its place. Before `left_out`: the owner
 /// sends even where this command is not enqueued.
-fn learn_wait_list_statuses(cmd: &mut Command) {
-    if cmd.wait_list.iter().all(|e| e.owner().is_none()) {
+fn learn_wait_list_statuses(cmd: &Command, wait_list: &mut [Arc<Event>]) {
+    if wait_list.iter().all(|e| e.owner().is_none()) {
         return;
     }
     let node = crate::node::node();
@@ -556,7 +566,7 @@ fn learn_wait_list_statuses(cmd: &mut Command) {
         stamp: crate::history::stamp(),
     };
     let nothing = HostSpan::Contiguous { ptr: 0, len: 0 };
-    for e in cmd.wait_list.iter_mut() {
+    for e in wait_list.iter_mut() {
         let Some(owner) = e.owner() else { continue };
         let runs_here = runs_on.is_none_or(|r| r == node.rank);
         if node.rank == owner {
@@ -580,9 +590,9 @@ fn learn_wait_list_statuses(cmd: &mut Command) {
 /// The commands of other ranks a non-blocking device command waits for: the ranks
 /// agree on their statuses where the application asks for this command's
 /// (`event::wait_all`, `event::polled_status`), so that its failure shows on every rank.
-fn note_waits_elsewhere(cmd: &Command, event: &Arc<Event>) {
+fn note_waits_elsewhere(cmd: &Command, wait_list: &[Arc<Event>], event: &Arc<Event>) {
     let runs_on = cmd.queue.device.owner;
-    let elsewhere: Vec<_> = (cmd.wait_list.iter())
+    let elsewhere: Vec<_> = (wait_list.iter())
         .filter(|e| e.owner().is_some_and(|o| o != runs_on))
         .map(Arc::downgrade)
         .collect();
@@ -594,17 +604,33 @@ fn note_waits_elsewhere(cmd: &Command, event: &Arc<Event>) {
 /// Every command's number in enqueue order, the same on every rank.
 static COMMAND_INDEX: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// The command's number (`COMMAND_INDEX`) where something reads it: a failure to
+/// inject, or the trace. Both are set for the whole run on every rank alike; otherwise
+/// 0, without the atomic operation.
+fn command_index() -> u64 {
+    if injection_planned().is_none() && !crate::trace::on() {
+        return 0;
+    }
+    COMMAND_INDEX.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+}
+
 /// `MIRRORCL_INJECT_FAILURE=N:CODE`: the vendor "fails" command number N (counted from 1
 /// in enqueue order) with CODE on the rank that runs it, as a vendor would fail a kernel
 /// or an allocation. For testing how failures reach every rank; off unless set.
 fn injected_failure(index: u64) -> Option<cl_int> {
+    injection_planned()
+        .filter(|(n, _)| *n == index)
+        .map(|(_, code)| code)
+}
+
+/// `MIRRORCL_INJECT_FAILURE`, read once: (command number, code).
+fn injection_planned() -> Option<(u64, cl_int)> {
     static PLAN: OnceLock<Option<(u64, cl_int)>> = OnceLock::new();
-    let plan = PLAN.get_or_init(|| {
+    *PLAN.get_or_init(|| {
         let v = std::env::var("MIRRORCL_INJECT_FAILURE").ok()?;
         let (n, code) = v.split_once(':')?;
         Some((n.trim().parse().ok()?, code.trim().parse().ok()?))
-    });
-    plan.filter(|(n, _)| *n == index).map(|(_, code)| code)
+    })
 }
 
 /// The queueing optimisation (thesis IV.6, Table IV.2, and further), decided by

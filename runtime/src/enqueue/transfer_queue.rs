@@ -227,6 +227,7 @@ fn issue_transfer(
             landing: None,
             unseen: false,
         },
+        None,
     ) {
         job.run();
     }

@@ -365,7 +365,7 @@ fn send_to_device(
                 )
                 .map_err(|rc| bytes.fail_sends(i, &peer, rc))?;
                 if bytes.pieces.len() == 1 {
-                    bytes.root.sent_read.lock().note(SentRead {
+                    bytes.root.note_sent_read(SentRead {
                         device: src.index,
                         range: piece.clone(),
                         read: read.clone(),
@@ -428,7 +428,7 @@ pub(super) fn read_for_predicted_sends(
     // The sends it is for wait on it, as on any read they share.
     read.mark_urgent();
     add(&COUNTERS.reads_ahead, 1);
-    root.sent_read.lock().note(SentRead {
+    root.note_sent_read(SentRead {
         device: device.index,
         range,
         read: read.clone(),
