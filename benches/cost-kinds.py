@@ -17,11 +17,13 @@ in length, and prints per unit (the difference of the two runs):
 (`PRICES="W A L" bash benches/run-cg-budget.sh`). Used by
 `KINDS=1 bash benches/run-enqueue-cost.sh`.
 
-    benches/cost-kinds.py SHORT LONG UNITS [--top N]
+    benches/cost-kinds.py SHORT LONG UNITS [--top N] [--atomics N]
 
 UNITS: how many more units (kernels, iterations) LONG ran than SHORT; LONG's hot
 lines are those run at least UNITS times. --top: also list the N functions with the
-most hot code (default 0).
+most hot code (default 0). --atomics: also list the N atomic instructions run most per
+unit, each with its inlined source frames (`addr2line -i`), innermost first: where a
+reference count or lock is taken, and by what (default 0).
 """
 import re
 import subprocess
@@ -79,16 +81,45 @@ def instructions(path):
                 yield obj, function, int(fields[0], 16), runs
 
 
-def atomics(path, known):
-    """Atomic read-modify-writes run, per library: {library: count}. `known` caches
-    each library's addresses."""
+def atomics_run(path, known):
+    """Atomic read-modify-writes run, per instruction: {(library path, address,
+    function): count}. `known` caches each library's addresses."""
     counts = defaultdict(int)
-    for obj, _, address, runs in instructions(path):
+    for obj, function, address, runs in instructions(path):
         if obj not in known:
             known[obj] = atomic_addresses(obj)
         if address in known[obj]:
-            counts[re.sub(r".*/", "", obj)] += runs
+            counts[(obj, address, function)] += runs
     return counts
+
+
+def atomics(runs):
+    """`atomics_run`'s counts per library: {library: count}."""
+    counts = defaultdict(int)
+    for (obj, _, _), n in runs.items():
+        counts[re.sub(r".*/", "", obj)] += n
+    return counts
+
+
+# Source files of the Rust library and parking_lot whose inlined frames say nothing of
+# where an atomic operation comes from (the innermost frame still names its kind).
+LIBRARY_FRAMES = {"atomic.rs", "sync.rs", "raw_mutex.rs", "mutex.rs", "mod.rs",
+                  "function.rs", "option.rs", "clone.rs", "result.rs"}
+
+
+def frames(obj, address):
+    """The inlined source frames of an instruction, innermost first, shortened: the
+    innermost, then those outside the Rust library."""
+    try:
+        out = subprocess.run(["addr2line", "-i", "-f", "-C", "-e", obj, hex(address)],
+                             capture_output=True, text=True, check=True).stdout.split("\n")
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    named = [(re.sub(r"^.*::", "", f)[:32], re.sub(r".*/", "", line))
+             for f, line in zip(out[0::2], out[1::2])]
+    kept = named[:1] + [(f, line) for f, line in named[1:]
+                        if line.split(":")[0] not in LIBRARY_FRAMES]
+    return " < ".join(f"{f} ({line})" for f, line in kept)
 
 
 def hot_lines(path, runs):
@@ -106,22 +137,33 @@ def hot_lines(path, runs):
 
 def main():
     args = sys.argv[1:]
-    top = 0
-    if "--top" in args:
-        i = args.index("--top")
-        top = int(args[i + 1])
-        del args[i:i + 2]
+    options = {"--top": 0, "--atomics": 0}
+    for name in options:
+        if name in args:
+            i = args.index(name)
+            options[name] = int(args[i + 1])
+            del args[i:i + 2]
+    top = options["--top"]
     short, long_, units = args[0], args[1], int(args[2])
     a, b = totals(short), totals(long_)
-    if "I1mr" not in b:
-        sys.exit("profiles without --cache-sim=yes")
     known = {}
-    atomic_a, atomic_b = atomics(short, known), atomics(long_, known)
+    runs_a, runs_b = atomics_run(short, known), atomics_run(long_, known)
+    atomic_a, atomic_b = atomics(runs_a), atomics(runs_b)
     per_library = {o: (atomic_b[o] - atomic_a.get(o, 0)) / units for o in atomic_b}
     print(f"  atomic read-modify-writes per unit {sum(per_library.values()):8.0f}")
     for obj, n in sorted(per_library.items(), key=lambda x: -x[1]):
         if n >= 0.5:
             print(f"    {obj:30s} {n:8.0f}")
+    if options["--atomics"]:
+        per_instruction = {k: (n - runs_a.get(k, 0)) / units for k, n in runs_b.items()}
+        print(f"  the {options['--atomics']} atomic instructions run most per unit:")
+        for (obj, address, function), n in sorted(per_instruction.items(),
+                                                  key=lambda x: -x[1])[:options["--atomics"]]:
+            print(f"    {n:6.1f}  {re.sub(r'<.*>', '<..>', function)[:60]}: "
+                  f"{frames(obj, address)[:140]}")
+    if "I1mr" not in b:
+        print("  (caches not simulated: profiles without --cache-sim=yes)")
+        return
     d1 = b["D1mr"] + b["D1mw"] - a["D1mr"] - a["D1mw"]
     print(f"  L1d misses per unit {d1 / units:21.0f}")
     print(f"  L1i misses per unit {(b['I1mr'] - a['I1mr']) / units:21.0f}")

@@ -15,7 +15,10 @@
 #   KINDS=1 bash benches/run-enqueue-cost.sh       # and, for the first two figures,
 #                                                  # their atomic operations, cache
 #                                                  # misses and hot code
-#                                                  # (benches/cost-kinds.py)
+#                                                  # (benches/cost-kinds.py); with
+#                                                  # ATOMICS=N, CG's N atomic
+#                                                  # instructions run most, by source
+#                                                  # line
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -102,14 +105,15 @@ issuing() {
   echo "${f:-$(profile "$1")}"
 }
 # SCRIPT's report on the first two figures of TAG (the burst's profile has no cache
-# simulation).
+# simulation); OPTIONS... go to SCRIPT for the CG iteration.
 first_two() {
   local script=$1 tag=$2
+  shift 2
   echo "$tag, a kernel after a wait:"
   python3 "$script" "$(profile "$work/$tag-kernel-short")" "$(profile "$work/$tag-kernel-long")" 440
   echo "$tag, a CG iteration:"
   python3 "$script" "$(profile "$work/$tag-cg-short")" "$(profile "$work/$tag-cg-long")" 100 \
-    --top "${TOP:-0}"
+    --top "${TOP:-0}" "$@"
 }
 # Where each figure of TAG goes, by part (BREAKDOWN).
 breakdown() {
@@ -119,7 +123,7 @@ breakdown() {
     "$(issuing "$work/$1-burst-long")" 4000
 }
 # The first two figures' atomic operations, cache misses and hot code (KINDS).
-kinds() { first_two benches/cost-kinds.py "$1"; }
+kinds() { first_two benches/cost-kinds.py "$1" --atomics "${ATOMICS:-0}"; }
 # REPORT TAG for native and each library of LIBS, named by the library's file.
 each_build() {
   local l n=0
