@@ -41,3 +41,11 @@ use std::sync::Arc;
 fn root_arc(b: &Arc<Buffer>) -> Arc<Buffer> {
     b.parent.clone().unwrap_or_else(|| b.clone())
 }
+
+/// `root_arc` of a reference the caller gives up: a root buffer's moves, not cloned.
+fn into_root(b: Arc<Buffer>) -> Arc<Buffer> {
+    match &b.parent {
+        Some(parent) => parent.clone(),
+        None => b,
+    }
+}

@@ -6,8 +6,8 @@
 //! through the same scheduler.
 
 use super::issue::{blocks_in_vendor, issue, Deps, Inline, VendorCommand, VendorWork};
-use super::root_arc;
 use super::transfer_steps::{read_for_predicted_sends, transfer, transfer_landing, Landed};
+use super::{into_root, root_arc};
 use crate::cl::*;
 use crate::config::Variant;
 use crate::context::{new_stream, Context};
@@ -225,13 +225,10 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     );
     // Its buffers live as long as it may run or move their bytes: the command's own
     // references move to its event (it holds them until now).
-    event.keep_all(cmd.accesses.into_iter().map(|(b, _, _)| {
-        let root: Arc<dyn std::any::Any + Send + Sync> = match &b.parent {
-            Some(parent) => parent.clone(),
-            None => b,
-        };
-        root
-    }));
+    event.keep_all(
+        (cmd.accesses.into_iter())
+            .map(|(b, _, _)| into_root(b) as Arc<dyn std::any::Any + Send + Sync>),
+    );
     drop(sched);
     let host_work = match routed {
         Routed::Here(inline) => {
