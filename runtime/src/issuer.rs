@@ -569,6 +569,7 @@ impl Issuer {
     pub fn send(&self, info: JobInfo, run: JobRun) {
         use std::sync::atomic::Ordering;
         self.shared.pending.fetch_add(1, Ordering::AcqRel);
+        crate::stats::add(&crate::stats::COUNTERS.jobs_handed, 1);
         let job = Box::new(Job {
             info,
             run,

@@ -17,9 +17,54 @@ use std::ffi::{c_void, CStr, CString};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
-/// A by-value argument's bytes: shared, not copied, by the kernel, its launches and
-/// the vendor kernels' record of what they were set to.
-pub type ArgBytes = Arc<[u8]>;
+/// A by-value argument's bytes, as the kernel, its launches and the vendor kernels'
+/// record of what they were set to hold them: inline up to [`ArgBytes::INLINE`] bytes (a
+/// solver sets its scalars before every launch; each was an allocation and, with every
+/// copy, an atomic operation), shared beyond.
+#[derive(Clone)]
+pub enum ArgBytes {
+    Inline {
+        len: u8,
+        bytes: [u8; ArgBytes::INLINE],
+    },
+    Shared(Arc<[u8]>),
+}
+
+impl ArgBytes {
+    /// A `double4` or a small struct.
+    pub const INLINE: usize = 32;
+}
+
+impl From<&[u8]> for ArgBytes {
+    fn from(b: &[u8]) -> ArgBytes {
+        if b.len() <= ArgBytes::INLINE {
+            let mut bytes = [0u8; ArgBytes::INLINE];
+            bytes[..b.len()].copy_from_slice(b);
+            ArgBytes::Inline {
+                len: b.len() as u8,
+                bytes,
+            }
+        } else {
+            ArgBytes::Shared(b.into())
+        }
+    }
+}
+
+impl std::ops::Deref for ArgBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            ArgBytes::Inline { len, bytes } => &bytes[..*len as usize],
+            ArgBytes::Shared(b) => b,
+        }
+    }
+}
+
+impl PartialEq for ArgBytes {
+    fn eq(&self, other: &ArgBytes) -> bool {
+        **self == **other
+    }
+}
 
 /// An argument as the application set it, as a launch takes it.
 #[derive(Clone)]
@@ -158,6 +203,19 @@ pub struct Kernel {
     /// Per argument, the last of `answers` for it (`LastAnswer`), read without the lock:
     /// a solver sets its scalars before every launch.
     last_answers: Vec<std::sync::atomic::AtomicU64>,
+    /// By device index, what every launch there is checked against: found once here,
+    /// not in the maps of facts at each launch.
+    launch: Vec<Option<LaunchFacts>>,
+}
+
+/// What a launch on one device is checked against (`Kernel::launch`).
+#[derive(Clone, Copy, Debug)]
+struct LaunchFacts {
+    limits: Option<WorkGroupLimits>,
+    /// The kernel's own local memory there, as its vendor reports it.
+    own_local_mem: Option<cl_ulong>,
+    /// `CL_DEVICE_LOCAL_MEM_SIZE`.
+    device_local_mem: cl_ulong,
 }
 
 impl_handle!(Kernel, Kernel, CL_INVALID_KERNEL);
@@ -222,6 +280,13 @@ pub struct KernelFacts {
     pub args: Vec<Vec<Answer>>,
     /// Per device index, the answers to `WORK_GROUP_QUERIES` (before any argument).
     pub work_group: HashMap<u32, Vec<Answer>>,
+}
+
+/// A kernel's own local memory on device `device` in its `facts`, as its vendor reports it.
+fn own_local_mem(facts: &KernelFacts, device: u32) -> Option<cl_ulong> {
+    let answer = facts.work_group_answer(device, CL_KERNEL_LOCAL_MEM_SIZE)?;
+    answer.as_ref().ok()?;
+    Some(value_of(Some(answer)))
 }
 
 fn value_of<T: Copy + Default>(a: Option<&Answer>) -> T {
@@ -429,6 +494,21 @@ impl Kernel {
         }
         program.kernels.fetch_add(1, Ordering::AcqRel);
         let num_args = facts.num_args;
+        let mut launch = Vec::new();
+        for d in &program.devices {
+            let i = d.index as usize;
+            if launch.len() <= i {
+                launch.resize(i + 1, None);
+            }
+            launch[i] = Some(LaunchFacts {
+                limits: match devices.get(&d.index) {
+                    Some(dk) => Some(dk.limits),
+                    None => facts.limits(d.index),
+                },
+                own_local_mem: own_local_mem(&facts, d.index),
+                device_local_mem: d.info_value(CL_DEVICE_LOCAL_MEM_SIZE),
+            });
+        }
         Ok(Arc::new(Kernel {
             header: Header::new(),
             program,
@@ -443,6 +523,7 @@ impl Kernel {
             describer: describer.unwrap_or_default(),
             answers: Mutex::new(HashMap::default()),
             last_answers: (0..num_args).map(|_| Default::default()).collect(),
+            launch,
         }))
     }
 
@@ -463,25 +544,32 @@ impl Kernel {
         Some(base + args as cl_ulong)
     }
 
-    /// `local_mem_size` for a launch with `args`, its snapshot of the arguments.
-    pub fn launch_local_mem(&self, device: &Device, args: &[ArgValue]) -> Option<cl_ulong> {
-        let base = self.own_local_mem(device)?;
+    /// Whether a launch with `args`, its snapshot of the arguments, needs more local
+    /// memory on `device` (the kernel's own and its `__local` arguments) than the device
+    /// has, as far as its vendor told.
+    pub fn launch_exceeds_local_mem(&self, device: &Device, args: &[ArgValue]) -> bool {
+        let Some(facts) = self.launch_facts(device) else {
+            return false;
+        };
+        let (Some(base), have) = (facts.own_local_mem, facts.device_local_mem) else {
+            return false;
+        };
         let local: usize = (args.iter())
             .map(|a| match a {
                 ArgValue::Local(n) => *n,
                 _ => 0,
             })
             .sum();
-        Some(base + local as cl_ulong)
+        have > 0 && base + local as cl_ulong > have
     }
 
     /// The kernel's own local memory on `device`, as its vendor reports it.
     fn own_local_mem(&self, device: &Device) -> Option<cl_ulong> {
-        let answer = self
-            .facts
-            .work_group_answer(device.index, CL_KERNEL_LOCAL_MEM_SIZE)?;
-        answer.as_ref().ok()?;
-        Some(value_of(Some(answer)))
+        own_local_mem(&self.facts, device.index)
+    }
+
+    fn launch_facts(&self, device: &Device) -> Option<&LaunchFacts> {
+        self.launch.get(device.index as usize)?.as_ref()
     }
 
     /// `clSetKernelArg`, once the value is validated.
@@ -561,8 +649,8 @@ impl Kernel {
     }
 
     pub fn limits(&self, device: &Device) -> Option<WorkGroupLimits> {
-        match self.devices.get(&device.index) {
-            Some(d) => Some(d.limits),
+        match self.launch_facts(device) {
+            Some(f) => f.limits,
             None => self.facts.limits(device.index),
         }
     }

@@ -55,6 +55,7 @@ counters! {
     commands_not_enqueued: "commands left out by the queueing optimisation",
     commands_scheduled: "commands the scheduler planned",
     commands_issued: "commands issued to this rank's actual devices",
+    jobs_handed: "vendor commands handed to an issuer thread (the enqueuing thread ran the rest itself)",
     local_copies: "consistency actions within this rank (device copy, host copy to device)",
     sends: "messages sent to other ranks",
     receives: "messages received from other ranks",

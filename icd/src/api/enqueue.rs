@@ -696,11 +696,8 @@ fn ndrange(
     // CL_OUT_OF_RESOURCES: the local memory the launch needs (the kernel's own and its
     // __local arguments) exceeds the device's. Checked here, the same on every rank:
     // PoCL 3.1 asserts instead, and on another rank's device the vendor is not asked.
-    if let Some(need) = k.launch_local_mem(&q.device, &args) {
-        let have: cl_ulong = q.device.info_value(CL_DEVICE_LOCAL_MEM_SIZE);
-        if have > 0 && need > have {
-            return Err(CL_OUT_OF_RESOURCES);
-        }
+    if k.launch_exceeds_local_mem(&q.device, &args) {
+        return Err(CL_OUT_OF_RESOURCES);
     }
     let ev = rt::ndrange(
         &q,
