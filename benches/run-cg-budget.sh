@@ -10,7 +10,9 @@
 # (benches/micro/enqueue_delay.c): W instructions, then W instructions and A atomic
 # read-modify-writes, then those and L scattered cache lines written; give them
 # MirrorCL's own figures per command (`KINDS=1 bash benches/run-enqueue-cost.sh`)
-# to see which kind its cost is made of.
+# to see which kind its cost is made of. With ON_TOP="D1 D2" (ns) also MirrorCL with
+# that delay in front of each of its enqueues: MirrorCL's own slope, which says whether a
+# cut of that size to its cost per command would show on CG's clock at all.
 #
 #   bash benches/run-cg-budget.sh     # DEVICES (4), APP_SIZE (128), APP_ITERS (1000), ROUNDS (5)
 set -euo pipefail
@@ -44,6 +46,8 @@ if [ ${#kinds[@]} -eq 3 ]; then
   names+=("work_${kinds[0]}" "+atomics_${kinds[1]}" "+lines_${kinds[2]}")
 fi
 [ -n "${BATCH:-}" ] && names+=(native_batch mirrorcl_batch)
+on_top=(${ON_TOP:-})
+for d in "${on_top[@]}"; do names+=("mirrorcl+${d}ns"); done
 for round in $(seq 1 "${ROUNDS:-5}"); do
   run native
   for d in "${delays[@]}"; do
@@ -56,6 +60,9 @@ for round in $(seq 1 "${ROUNDS:-5}"); do
     run "+atomics_${kinds[1]}" "${delayed[@]}" ENQUEUE_ATOMICS="${kinds[1]}"
     run "+lines_${kinds[2]}" "${delayed[@]}" ENQUEUE_ATOMICS="${kinds[1]}" ENQUEUE_LINES="${kinds[2]}"
   fi
+  for d in "${on_top[@]}"; do
+    run "mirrorcl+${d}ns" LD_PRELOAD="$out/enqueue_delay.so:$lib" ENQUEUE_DELAY_NS="$d"
+  done
   if [ -n "${BATCH:-}" ]; then
     run native_batch batch
     run mirrorcl_batch batch LD_PRELOAD="$lib"

@@ -31,8 +31,8 @@ pub enum ArgBytes {
 }
 
 impl ArgBytes {
-    /// A `double4` or a small struct.
-    pub const INLINE: usize = 32;
+    /// A `double2` or a small struct; more would make every argument larger to move.
+    pub const INLINE: usize = 16;
 }
 
 impl From<&[u8]> for ArgBytes {

@@ -398,8 +398,9 @@ fn note_for_verify(cmd: &Command, device: &Device) {
     crate::verify::note(command_name(cmd.command_type), &[&what]);
 }
 
-/// The command's accesses as the scheduler sees them (root buffer ranges).
-fn scheduled_accesses(cmd: &Command) -> Vec<Access> {
+/// The command's accesses as the scheduler sees them (root buffer ranges): inline for
+/// the few of most commands.
+fn scheduled_accesses(cmd: &Command) -> smallvec::SmallVec<[Access; 4]> {
     let copy = copies_between_buffers(cmd);
     (cmd.accesses.iter().enumerate())
         .map(|(i, (b, r, mode))| Access {
