@@ -168,7 +168,6 @@ struct DeviceKernel {
     vk: VKernel,
     /// What the vendor kernel's arguments are set to now.
     set: Mutex<Vec<Option<SetArg>>>,
-    limits: WorkGroupLimits,
 }
 
 /// The work-group facts every launch is checked against, asked once per device.
@@ -431,7 +430,6 @@ fn create_local(program: &Program, name: &CString) -> ClResult<LocalKernels> {
                 DeviceKernel {
                     vk: vp.create_kernel(name)?,
                     set: Mutex::new(Vec::new()),
-                    limits: WorkGroupLimits::default(),
                 },
             );
         }
@@ -482,16 +480,13 @@ impl Kernel {
             });
         }
         let facts = share_facts(mine);
-        let (probes, mut devices) = match (facts.is_ok(), local) {
+        let (probes, devices) = match (facts.is_ok(), local) {
             (true, Ok(l)) => l,
             // The vendor kernels made here are released as they go.
             (_, Ok(_)) => return Err(facts.err().unwrap_or(CL_INVALID_PROGRAM_EXECUTABLE)),
             (_, Err(rc)) => return Err(facts.err().unwrap_or(rc)),
         };
         let facts = facts?;
-        for (index, dk) in devices.iter_mut() {
-            dk.limits = facts.limits(*index).unwrap_or_default();
-        }
         program.kernels.fetch_add(1, Ordering::AcqRel);
         let num_args = facts.num_args;
         let mut launch = Vec::new();
@@ -501,10 +496,12 @@ impl Kernel {
                 launch.resize(i + 1, None);
             }
             launch[i] = Some(LaunchFacts {
-                limits: match devices.get(&d.index) {
-                    Some(dk) => Some(dk.limits),
-                    None => facts.limits(d.index),
-                },
+                // A device with a vendor kernel here has limits, if only the defaults.
+                limits: (facts.limits(d.index)).or_else(|| {
+                    devices
+                        .contains_key(&d.index)
+                        .then(WorkGroupLimits::default)
+                }),
                 own_local_mem: own_local_mem(&facts, d.index),
                 device_local_mem: d.info_value(CL_DEVICE_LOCAL_MEM_SIZE),
             });
@@ -531,7 +528,7 @@ impl Kernel {
     /// local memory plus the `__local` arguments set now (some vendors leave the
     /// arguments out).
     pub fn local_mem_size(&self, device: &Device) -> Option<cl_ulong> {
-        let base = self.own_local_mem(device)?;
+        let base = self.launch_facts(device)?.own_local_mem?;
         let args: usize = self
             .args
             .lock()
@@ -551,9 +548,10 @@ impl Kernel {
         let Some(facts) = self.launch_facts(device) else {
             return false;
         };
-        let (Some(base), have) = (facts.own_local_mem, facts.device_local_mem) else {
+        let Some(base) = facts.own_local_mem else {
             return false;
         };
+        let have = facts.device_local_mem;
         let local: usize = (args.iter())
             .map(|a| match a {
                 ArgValue::Local(n) => *n,
@@ -561,11 +559,6 @@ impl Kernel {
             })
             .sum();
         have > 0 && base + local as cl_ulong > have
-    }
-
-    /// The kernel's own local memory on `device`, as its vendor reports it.
-    fn own_local_mem(&self, device: &Device) -> Option<cl_ulong> {
-        own_local_mem(&self.facts, device.index)
     }
 
     fn launch_facts(&self, device: &Device) -> Option<&LaunchFacts> {
