@@ -838,14 +838,17 @@ static void test_mem_info(void)
 }
 
 static volatile int dtor_order[8];
-static volatile int dtor_calls;
+/* dtor_calls counts the callbacks recorded (their slots written): a callback may run on
+ * another thread than the one that waits for the count. */
+static volatile int dtor_taken, dtor_calls;
 
 static void CL_CALLBACK dtor(cl_mem m, void *user)
 {
     (void)m;
-    int slot = __atomic_fetch_add(&dtor_calls, 1, __ATOMIC_SEQ_CST);
+    int slot = __atomic_fetch_add(&dtor_taken, 1, __ATOMIC_SEQ_CST);
     if (slot < 8)
         dtor_order[slot] = (int)(intptr_t)user;
+    __atomic_fetch_add(&dtor_calls, 1, __ATOMIC_SEQ_CST);
 }
 
 static void test_destructor_callback(void)

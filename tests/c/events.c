@@ -283,7 +283,11 @@ static void test_profiling(void)
     MUST(clReleaseMemObject(b));
 }
 
+/* calls counts the callbacks recorded: a thread that saw it reach n reads the first n
+ * slots whole (a callback runs on another thread: counted before its status was written,
+ * a waiter under load read the slot's initial 0). */
 struct cb_record {
+    volatile int taken;
     volatile int calls;
     volatile cl_int status[4];
     volatile cl_event ev[4];
@@ -292,11 +296,12 @@ struct cb_record {
 static void CL_CALLBACK event_cb(cl_event ev, cl_int status, void *user)
 {
     struct cb_record *r = user;
-    int slot = __atomic_fetch_add(&r->calls, 1, __ATOMIC_SEQ_CST);
+    int slot = __atomic_fetch_add(&r->taken, 1, __ATOMIC_SEQ_CST);
     if (slot < 4) {
         r->status[slot] = status;
         r->ev[slot] = ev;
     }
+    __atomic_fetch_add(&r->calls, 1, __ATOMIC_SEQ_CST);
 }
 
 static void test_callbacks(void)
