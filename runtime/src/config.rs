@@ -46,6 +46,11 @@ pub struct RuntimeSettings {
     /// How long a hand-off spins before the thread parks, in microseconds
     /// (`MIRRORCL_SPIN_US`).
     pub spin_us: u64,
+    /// The threads a vendor of CPU devices starts (PoCL's workers) run under
+    /// `SCHED_BATCH`, so that one woken by an enqueue does not take the enqueuing
+    /// thread's core (`MIRRORCL_VENDOR_BATCH=0` leaves them as started). See
+    /// `vendor::threads`.
+    pub batch_cpu_vendor_threads: bool,
     /// The largest piece a transfer between ranks moves in, in MiB (`MIRRORCL_PIECE_MIB`,
     /// 1-1024; default 4): smaller pieces overlap reading, sending and writing more
     /// finely, larger ones pay fewer hand-offs; above 4 MiB they stage through pageable
@@ -156,6 +161,7 @@ impl Default for RuntimeSettings {
     fn default() -> Self {
         RuntimeSettings {
             spin_us: 150,
+            batch_cpu_vendor_threads: true,
             piece_mib: (crate::remote::PIECE_DEFAULT >> 20) as u64,
             wait_timeout_s: 600,
             ahead: 1024,
@@ -235,6 +241,9 @@ impl Config {
         }
         if let Some(v) = env("MIRRORCL_CONTEXT_PER_DEVICE") {
             config.runtime.context_per_device = matches!(v.as_str(), "1" | "true" | "yes");
+        }
+        if let Some(v) = env("MIRRORCL_VENDOR_BATCH") {
+            config.runtime.batch_cpu_vendor_threads = !matches!(v.as_str(), "0" | "false" | "no");
         }
         if let Some(v) = env("MIRRORCL_HOLD_ALL") {
             config.runtime.hold_all = matches!(v.as_str(), "1" | "true" | "yes");

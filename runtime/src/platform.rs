@@ -162,9 +162,25 @@ impl Platform {
         let (mut cpus, mut others) = (0u32, 0u32);
         let mut owned = Vec::new();
         for vendor in &self.vendors {
+            // A CPU vendor starts its compute threads when its devices are first listed.
+            let before = crate::vendor::threads::current();
             let Ok(ids) = vendor.platform.devices(mask) else {
                 continue;
             };
+            let all_cpu = !ids.is_empty()
+                && ids.iter().all(|id| {
+                    id.info_value::<cl_device_type>(CL_DEVICE_TYPE)
+                        .is_ok_and(|t| t & CL_DEVICE_TYPE_CPU != 0)
+                });
+            if all_cpu && self.config.runtime.batch_cpu_vendor_threads {
+                let started = crate::vendor::threads::started_since(&before);
+                let moved = crate::vendor::threads::make_batch(&started);
+                tracing::debug!(
+                    "{}: {moved} of {} new threads batch",
+                    vendor.name,
+                    started.len()
+                );
+            }
             // MIRRORCL_MAX_DEVICES limits what this rank owns of each vendor platform,
             // after the split: on a 4-GPU host, 2 ranks with a limit of 1 own a GPU each.
             let limit = match self.config.devices.max_devices {

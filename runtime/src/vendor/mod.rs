@@ -3,6 +3,7 @@
 //! find MirrorCL again). The objects they hand out are typed in `objects`.
 
 mod objects;
+pub mod threads;
 pub use objects::*;
 
 use crate::cl::*;
