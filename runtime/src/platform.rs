@@ -162,7 +162,8 @@ impl Platform {
         let (mut cpus, mut others) = (0u32, 0u32);
         let mut owned = Vec::new();
         for vendor in &self.vendors {
-            // A CPU vendor starts its compute threads when its devices are first listed.
+            // A CPU vendor starts its compute threads when it is loaded or when its devices
+            // are first listed.
             let before = crate::vendor::threads::current();
             let Ok(ids) = vendor.platform.devices(mask) else {
                 continue;
@@ -173,7 +174,8 @@ impl Platform {
                         .is_ok_and(|t| t & CL_DEVICE_TYPE_CPU != 0)
                 });
             if all_cpu && self.config.runtime.batch_cpu_vendor_threads {
-                let started = crate::vendor::threads::started_since(&before);
+                let mut started = crate::vendor::threads::started_since(&before);
+                started.extend_from_slice(&vendor.started_threads);
                 let moved = crate::vendor::threads::make_batch(&started);
                 tracing::debug!(
                     "{}: {moved} of {} new threads batch",

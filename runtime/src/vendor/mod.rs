@@ -19,6 +19,9 @@ pub struct Vendor {
     pub platform: VPlatform,
     pub name: String,
     pub version: String,
+    /// The threads its library started while it was loaded and listed its platforms
+    /// (see `threads`).
+    pub started_threads: Vec<i32>,
 }
 
 /// Runs a size-then-value OpenCL query and returns the bytes.
@@ -78,8 +81,10 @@ pub fn icd_libraries(config: &Config) -> Vec<(PathBuf, String)> {
 pub fn load_vendors(config: &Config, own_marker: &CStr) -> Vec<Vendor> {
     let mut vendors = Vec::new();
     for (icd, lib) in icd_libraries(config) {
+        let before = threads::current();
         match load_library(&lib, own_marker) {
             Ok(Some(platforms)) => {
+                let started_threads = threads::started_since(&before);
                 for platform in platforms {
                     let name = platform.info_string(CL_PLATFORM_NAME).unwrap_or_default();
                     let version = platform
@@ -98,6 +103,7 @@ pub fn load_vendors(config: &Config, own_marker: &CStr) -> Vec<Vendor> {
                             platform,
                             name,
                             version,
+                            started_threads: started_threads.clone(),
                         });
                     }
                 }
