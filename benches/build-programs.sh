@@ -16,6 +16,7 @@ cc "${cflags[@]}" -o "$out/roundtrip" benches/micro/roundtrip.c -lOpenCL -lm
 cc "${cflags[@]}" -o "$out/vendorcalls" benches/micro/vendorcalls.c -lOpenCL -lm
 # Not a program: the LD_PRELOAD library that adds a fixed delay to each enqueue.
 cc -O2 -shared -fPIC -o "$out/enqueue_delay.so" benches/micro/enqueue_delay.c -ldl
+cc -O2 -shared -fPIC -o "$out/batch_workers.so" benches/micro/batch_workers.c -ldl
 mpicc "${cflags[@]}" -o "$out/bandwidth_mpi" benches/micro/bandwidth_mpi.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/alltoall_mpi" benches/micro/alltoall_mpi.c -lOpenCL -lm
 mpicc "${cflags[@]}" -o "$out/stencil_mpi" benches/micro/stencil_mpi.c -lOpenCL -lm
