@@ -7,7 +7,9 @@
 //! the program's thread preempted four times an iteration through MirrorCL, almost never
 //! natively. A `SCHED_BATCH` thread does not preempt on wake-up; it takes a free core, or
 //! the next one to fall free, and otherwise shares the cores as before. It changes
-//! nothing where cores are free, and nothing of the program's own threads.
+//! nothing where cores are free, and nothing of the program's own threads, unless the
+//! program starts one on another thread during MirrorCL's start-up (the first OpenCL
+//! call), which cannot be told from the vendor's.
 
 /// This process's thread ids now, sorted.
 pub fn current() -> Vec<i32> {
@@ -21,8 +23,12 @@ pub fn current() -> Vec<i32> {
     ids
 }
 
-/// The threads started since `before` (a sorted list from [`current`]).
+/// The threads started since `before` (a sorted list from [`current`]). None when
+/// `before` could not be read (it holds the caller at least): every thread would look new.
 pub fn started_since(before: &[i32]) -> Vec<i32> {
+    if before.is_empty() {
+        return Vec::new();
+    }
     current()
         .into_iter()
         .filter(|tid| before.binary_search(tid).is_err())
