@@ -82,8 +82,15 @@ impl Drop for Holder {
 }
 
 fn is_main_thread() -> bool {
-    // SAFETY: getpid and gettid take no arguments and cannot fail.
-    unsafe { libc::getpid() as libc::c_long == libc::syscall(libc::SYS_gettid) }
+    // SAFETY: getpid takes no arguments and cannot fail.
+    let pid = unsafe { libc::getpid() };
+    pid == os_id()
+}
+
+/// The calling thread's id as the kernel knows it (`gettid`).
+pub fn os_id() -> libc::pid_t {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
 }
 
 /// This thread's slot, `None` for a thread MirrorCL could not name.
@@ -312,8 +319,7 @@ pub fn thread_name() -> String {
     let id = match named_slot() {
         Some(0) => "main thread".to_string(),
         Some(s) => format!("thread #{s}"),
-        // SAFETY: gettid has no arguments and cannot fail.
-        None => format!("thread {}", unsafe { libc::syscall(libc::SYS_gettid) }),
+        None => format!("thread {}", os_id()),
     };
     match t.name() {
         Some(n) if n != "main" => format!("{n} ({id})"),

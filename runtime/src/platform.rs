@@ -168,20 +168,19 @@ impl Platform {
             let Ok(ids) = vendor.platform.devices(mask) else {
                 continue;
             };
-            let all_cpu = !ids.is_empty()
-                && ids.iter().all(|id| {
+            let is_cpu: Vec<bool> = (ids.iter())
+                .map(|id| {
                     id.info_value::<cl_device_type>(CL_DEVICE_TYPE)
                         .is_ok_and(|t| t & CL_DEVICE_TYPE_CPU != 0)
-                });
-            if all_cpu && self.config.runtime.batch_cpu_vendor_threads {
+                })
+                .collect();
+            if self.config.runtime.batch_cpu_vendor_threads
+                && !is_cpu.is_empty()
+                && is_cpu.iter().all(|&cpu| cpu)
+            {
                 let mut started = crate::vendor::threads::started_since(&before);
                 started.extend_from_slice(&vendor.started_threads);
-                let moved = crate::vendor::threads::make_batch(&started);
-                tracing::debug!(
-                    "{}: {moved} of {} new threads batch",
-                    vendor.name,
-                    started.len()
-                );
+                crate::vendor::threads::make_batch(&vendor.name, &started);
             }
             // MIRRORCL_MAX_DEVICES limits what this rank owns of each vendor platform,
             // after the split: on a 4-GPU host, 2 ranks with a limit of 1 own a GPU each.
@@ -190,9 +189,7 @@ impl Platform {
                 n => n,
             };
             let mut mine = 0;
-            for id in ids {
-                let device_type: cl_device_type = id.info_value(CL_DEVICE_TYPE).unwrap_or(0);
-                let is_cpu = device_type & CL_DEVICE_TYPE_CPU != 0;
+            for (id, is_cpu) in ids.into_iter().zip(is_cpu) {
                 let counter = if is_cpu { &mut cpus } else { &mut others };
                 let j = *counter;
                 *counter += 1;

@@ -239,8 +239,7 @@ thread_local! {
 }
 
 fn this_thread() -> Arc<ThreadBuf> {
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u64;
+    let tid = crate::host_threads::os_id() as u64;
     let name = std::thread::current().name().map(str::to_string);
     let buf = Arc::new(ThreadBuf::new(tid, name));
     THREADS.lock().push(buf.clone());

@@ -21,7 +21,7 @@ pub struct Vendor {
     pub version: String,
     /// The threads its library started while it was loaded and listed its platforms
     /// (see `threads`).
-    pub started_threads: Vec<i32>,
+    pub started_threads: Vec<libc::pid_t>,
 }
 
 /// Runs a size-then-value OpenCL query and returns the bytes.

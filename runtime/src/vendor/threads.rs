@@ -12,8 +12,8 @@
 //! call), which cannot be told from the vendor's.
 
 /// This process's thread ids now, sorted.
-pub fn current() -> Vec<i32> {
-    let mut ids: Vec<i32> = std::fs::read_dir("/proc/self/task")
+pub fn current() -> Vec<libc::pid_t> {
+    let mut ids: Vec<libc::pid_t> = std::fs::read_dir("/proc/self/task")
         .map(|dir| {
             dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
                 .collect()
@@ -25,7 +25,7 @@ pub fn current() -> Vec<i32> {
 
 /// The threads started since `before` (a sorted list from [`current`]). None when
 /// `before` could not be read (it holds the caller at least): every thread would look new.
-pub fn started_since(before: &[i32]) -> Vec<i32> {
+pub fn started_since(before: &[libc::pid_t]) -> Vec<libc::pid_t> {
     if before.is_empty() {
         return Vec::new();
     }
@@ -35,8 +35,9 @@ pub fn started_since(before: &[i32]) -> Vec<i32> {
         .collect()
 }
 
-/// Puts `threads` of this process under `SCHED_BATCH`; answers how many it moved.
-pub fn make_batch(threads: &[i32]) -> usize {
+/// Puts `threads` of this process, started by `vendor`, under `SCHED_BATCH`; answers
+/// how many it moved.
+pub fn make_batch(vendor: &str, threads: &[libc::pid_t]) -> usize {
     let mut moved = 0;
     for &tid in threads {
         let param = libc::sched_param { sched_priority: 0 };
@@ -46,12 +47,11 @@ pub fn make_batch(threads: &[i32]) -> usize {
         if rc == 0 {
             moved += 1;
         } else {
-            tracing::debug!(
-                "thread {tid}: SCHED_BATCH refused: {}",
-                std::io::Error::last_os_error()
-            );
+            let why = std::io::Error::last_os_error();
+            tracing::debug!("{vendor}: thread {tid}: SCHED_BATCH refused: {why}");
         }
     }
+    tracing::debug!("{vendor}: {moved} of {} new threads batch", threads.len());
     moved
 }
 
@@ -59,26 +59,21 @@ pub fn make_batch(threads: &[i32]) -> usize {
 mod tests {
     use super::*;
 
-    fn this_thread() -> i32 {
-        // SAFETY: gettid takes no arguments and cannot fail.
-        unsafe { libc::syscall(libc::SYS_gettid) as i32 }
-    }
-
     #[test]
     fn a_thread_started_since_goes_batch() {
         let before = current();
-        assert!(before.contains(&this_thread()));
+        assert!(before.contains(&crate::host_threads::os_id()));
         let (tx, rx) = std::sync::mpsc::channel();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let worker = std::thread::spawn(move || {
-            tx.send(this_thread()).unwrap();
+            tx.send(crate::host_threads::os_id()).unwrap();
             done_rx.recv().unwrap();
             // SAFETY: reads the calling thread's policy.
             unsafe { libc::sched_getscheduler(0) }
         });
         let tid = rx.recv().unwrap();
         assert!(started_since(&before).contains(&tid));
-        assert_eq!(make_batch(&[tid]), 1);
+        assert_eq!(make_batch("test", &[tid]), 1);
         done_tx.send(()).unwrap();
         assert_eq!(worker.join().unwrap(), libc::SCHED_BATCH, "thread {tid}");
         // SAFETY: reads the calling thread's policy.
