@@ -76,8 +76,9 @@ fn build_failure_is_reported_identically_on_every_rank() {
 
 /// `clSetKernelArg` and `clEnqueueNDRangeKernel` give every rank the same answer, the
 /// vendor's own, whichever rank owns the one device a program is built for (issue 15
-/// item 5). Every rank checks PoCL's codes (the native run validates them) and prints
-/// one line per call; the lines must be the same on every rank.
+/// item 5). Every rank checks PoCL's codes (the native run validates them; a by-value
+/// size PoCL rounds up may also be refused, as NVIDIA does) and prints one line per
+/// call; the lines must be the same on every rank.
 #[test]
 fn kernel_argument_answers_agree_on_every_rank() {
     check_program("cluster_args", Way::Native, 2);
