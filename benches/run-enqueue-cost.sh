@@ -43,14 +43,18 @@ counted() {
   (cd "$dir" && env "$@" valgrind --tool=callgrind --separate-threads=yes --trace-children=yes \
     "${toggles[@]}" $CACHE_SIM env ${preload:+LD_PRELOAD=$preload} "$program" >out 2>&1) || true
   grep -q PASS "$dir/out" || { echo "failed: $program $*" >&2; exit 1; }
-  grep -h "^totals:" "$dir"/callgrind.out.*-01 | awk '{print $2}'
+  grep -h "^totals:" "$(profile "$dir")" | awk '{print $2}'
 }
 # With KINDS set, the first two figures' profiles also simulate the caches and keep
 # each instruction's count (benches/cost-kinds.py reads them).
 CACHE_SIM=""
 [ -n "${KINDS:-}" ] && CACHE_SIM="--cache-sim=yes --dump-instr=yes --compress-pos=no --compress-strings=no"
 # The program's thread's profile in DIR.
-profile() { ls "$1"/callgrind.out.*-01; }
+# The program's own process: PoCL's compiler runs (a cold kernel cache) leave profiles
+# too, which count nothing inside the toggled entry points.
+profile() {
+  grep -H "^totals:" "$1"/callgrind.out.*-01 | sort -t' ' -k2 -n | tail -n 1 | cut -d: -f1
+}
 # Each figure: TAG PRELOAD (FIGURE: kernel or cg), profiles in $work/TAG-FIGURE-{short,long}.
 kernel() {
   local a b d="$work/$1-kernel"
