@@ -25,6 +25,9 @@ enum Callback {
         stage: cl_int,
         f: UserCallback,
         data: usize,
+        /// Its own host-thread slot, where it was registered on the main thread of a
+        /// cluster (`host_threads::CallbackSlot`).
+        slot: Option<crate::host_threads::CallbackSlot>,
     },
     Internal(Box<dyn FnOnce(cl_int) + Send>),
     /// Sends another rank waits for: kept before the others (`on_done_first`).
@@ -697,17 +700,29 @@ impl Event {
         };
         for cb in due {
             match cb {
-                Callback::User { stage, f, data } => {
+                Callback::User {
+                    stage,
+                    f,
+                    data,
+                    slot,
+                } => {
                     let arg = if status < 0 { status } else { stage };
                     // Kept alive until it runs, should it wait for a scheduler lock.
                     let event = self.clone();
                     run_unlocked(move || {
                         let handle = Arc::as_ptr(&event) as cl_event;
                         let _in_callback = InCallback::enter();
-                        // SAFETY: the application registered this callback for this event.
-                        let _ = std::panic::catch_unwind(|| unsafe {
-                            f(handle, arg, data as *mut c_void)
-                        });
+                        let call = || {
+                            // SAFETY: the application registered this callback for this
+                            // event.
+                            let _ = std::panic::catch_unwind(|| unsafe {
+                                f(handle, arg, data as *mut c_void)
+                            });
+                        };
+                        match slot {
+                            Some(slot) => slot.run(call),
+                            None => call(),
+                        }
                     });
                 }
                 Callback::Internal(f) | Callback::First(f) => f(status),
@@ -718,10 +733,12 @@ impl Event {
 
     /// Registers an application callback for `stage` (`clSetEventCallback`).
     pub fn add_user_callback(self: &Arc<Self>, stage: cl_int, f: UserCallback, data: *mut c_void) {
+        let slot = crate::host_threads::CallbackSlot::new();
         self.state.lock().callbacks.push(Callback::User {
             stage,
             f,
             data: data as usize,
+            slot,
         });
         let status = self.status();
         if status <= stage {

@@ -22,6 +22,10 @@
 //!   OpenCL's own means: a wait list, or a host wait (`clFinish`, `clWaitForEvents`, a
 //!   blocking command, a status polled as complete) before it was enqueued.
 //!
+//! - **Event callbacks** the main thread registers are named as the threads it creates
+//!   ([`CallbackSlot`]): a callback runs at another point of the program on every rank,
+//!   and one that enqueues has its own slot wherever it runs.
+//!
 //! A slot is reused once its previous thread has ended (joined); its counters go on.
 //! Threads MirrorCL cannot name (created by a thread other than the main one, or every
 //! thread when the library is loaded by the ICD loader rather than preloaded) share
@@ -221,16 +225,65 @@ fn slot_for_new_thread(routine: StartRoutine) -> u16 {
     if crate::replica::inside_mirrorcl() || !is_main_thread() || runtime_thread(routine) {
         return UNNAMED;
     }
+    match claim_created_slot() {
+        Some(s) => {
+            SEVERAL.store(true, Ordering::Release);
+            s
+        }
+        None => UNNAMED,
+    }
+}
+
+/// The slot of the next thread or callback the main thread creates, held from now on;
+/// None while it is held (more than SLOTS - 2 at once: this one takes turns on slot 0).
+fn claim_created_slot() -> Option<u16> {
     let k = CREATED_BY_MAIN.fetch_add(1, Ordering::Relaxed);
     let s = 1 + (k % (SLOTS as u64 - 2)) as usize;
     if HELD[s].swap(true, Ordering::AcqRel) {
-        // More than SLOTS - 2 threads at once: this one takes turns on slot 0.
-        return UNNAMED;
+        return None;
     }
     GENERATION[s].fetch_add(1, Ordering::AcqRel);
     CREATED_AT[s].store(crate::event::next_seq(), Ordering::Release);
-    SEVERAL.store(true, Ordering::Release);
-    s as u16
+    Some(s as u16)
+}
+
+/// The slot of an application event callback (`clSetEventCallback`). A callback runs
+/// at another point of the program on every rank, on whichever thread learns of the
+/// completion; one that enqueues (OpenCL 1.2 §5.9 allows it) made those commands part
+/// of the main thread's history at different places, and the ranks diverged. In a
+/// cluster a callback the main thread registers is named as the threads it creates are
+/// (their count goes on: registrations are in program order too), and runs as that
+/// slot's thread wherever it runs; the slot is free again once it has run or was
+/// dropped. A callback registered elsewhere, or while every slot is held, runs as it
+/// did: it may only enqueue what no other rank's plan depends on.
+pub struct CallbackSlot(u16);
+
+impl CallbackSlot {
+    pub fn new() -> Option<CallbackSlot> {
+        if !crate::node::is_cluster_now() || crate::event::in_callback() || named_slot() != Some(0)
+        {
+            return None;
+        }
+        claim_created_slot().map(CallbackSlot)
+    }
+
+    /// Runs `f` as the slot's thread, on this thread.
+    pub fn run<R>(self, f: impl FnOnce() -> R) -> R {
+        struct Restore(u16);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let _ = SLOT.try_with(|s| s.set(self.0));
+            }
+        }
+        let _restore = Restore(SLOT.with(|s| s.replace(self.0)));
+        f()
+    }
+}
+
+impl Drop for CallbackSlot {
+    fn drop(&mut self) {
+        HELD[self.0 as usize].store(false, Ordering::Release);
+    }
 }
 
 unsafe extern "C-unwind" fn start_named(p: *mut c_void) -> *mut c_void {
@@ -383,4 +436,27 @@ fn check_in_cluster(call: &str) {
         thread_name()
     );
     node.abort();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A callback's slot is the thread's slot while it runs, on whichever thread, and
+    /// free again once the callback has run.
+    #[test]
+    fn a_callback_runs_as_its_slot() {
+        let claimed = claim_created_slot().expect("a free slot");
+        let callback = CallbackSlot(claimed);
+        assert!(HELD[claimed as usize].load(Ordering::Acquire));
+        let seen = std::thread::spawn(move || {
+            let before = slot();
+            let inside = callback.run(slot);
+            (before, inside, slot())
+        })
+        .join()
+        .expect("the thread ran");
+        assert_eq!(seen, (0, claimed as usize, 0));
+        assert!(!HELD[claimed as usize].load(Ordering::Acquire));
+    }
 }

@@ -5,8 +5,11 @@
  * fills another buffer on that device's queue, and the program copies the kernel's
  * output to another device. MirrorCL may learn that the kernel is done while it plans
  * that copy, holding its scheduler's lock; the callback's enqueue takes that lock, so
- * the callback must not run there (it did, and the program hung). Every byte checked
- * against the CPU, every round.
+ * the callback must not run there (it did, and the program hung). The callback also
+ * copies the kernel's output to the other device, so in a cluster of one device per
+ * rank it plans a transfer between ranks. A callback runs at another point of the
+ * program on every rank: MirrorCL names it as a host thread of its own, or the ranks
+ * diverged. Every byte checked against the CPU, every round.
  */
 #include "check.h"
 
@@ -22,10 +25,10 @@ static const char *kSrc =
     "}\n";
 
 typedef struct {
-    cl_command_queue q;
-    cl_mem filled;
+    cl_command_queue q, other;
+    cl_mem filled, out, copied;
     cl_uint round;
-    cl_event fill;
+    cl_event fill, copy;
     atomic_int done;
     atomic_int failed;
 } hook_t;
@@ -41,7 +44,10 @@ static void CL_CALLBACK on_stamped(cl_event ev, cl_int status, void *data)
         cl_uint value = h->round;
         cl_int rc = clEnqueueFillBuffer(h->q, h->filled, &value, sizeof value, 0, N * sizeof(cl_uint), 0,
                                         NULL, &h->fill);
-        if (rc != CL_SUCCESS || clFlush(h->q) != CL_SUCCESS)
+        if (rc == CL_SUCCESS)
+            rc = clEnqueueCopyBuffer(h->other, h->out, h->copied, 0, 0, N * sizeof(cl_uint), 0,
+                                     NULL, &h->copy);
+        if (rc != CL_SUCCESS || clFlush(h->q) != CL_SUCCESS || clFlush(h->other) != CL_SUCCESS)
             atomic_store(&h->failed, 1);
     }
     atomic_store(&h->done, 1);
@@ -57,14 +63,16 @@ int main(void)
     cl_context ctx = ct_context(p, 2, two);
     cl_command_queue q0 = ct_queue(ctx, two[0], 0), q1 = ct_queue(ctx, two[1], 0);
     cl_kernel k = ct_kernel(ct_build(ctx, kSrc, NULL), "stamp");
-    cl_mem a, b, filled;
+    cl_mem a, b, filled, copied;
     CREATE(a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * sizeof(cl_uint), NULL, &E));
     CREATE(b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * sizeof(cl_uint), NULL, &E));
     CREATE(filled = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * sizeof(cl_uint), NULL, &E));
+    CREATE(copied = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * sizeof(cl_uint), NULL, &E));
     static cl_uint got[N], want[N];
     size_t global = N;
     for (cl_uint round = 1; round <= ROUNDS; round++) {
-        hook_t h = {.q = q0, .filled = filled, .round = round};
+        hook_t h = {.q = q0, .other = q1, .filled = filled, .out = a, .copied = copied,
+                    .round = round};
         cl_event stamped;
         MUST(clSetKernelArg(k, 0, sizeof a, &a));
         MUST(clSetKernelArg(k, 1, sizeof round, &round));
@@ -79,15 +87,21 @@ int main(void)
         MUST(clFinish(q1));
         CHECK_TRUE(ct_wait_flag((volatile int *)&h.done, 1, 20000), "round %u: the callback ran", round);
         CHECK_EQ(atomic_load(&h.failed), 0);
-        if (h.fill) {
-            MUST(clWaitForEvents(1, &h.fill));
-            MUST(clReleaseEvent(h.fill));
+        if (h.fill && h.copy) {
+            cl_event both[2] = {h.fill, h.copy};
+            MUST(clWaitForEvents(2, both));
         }
+        if (h.fill)
+            MUST(clReleaseEvent(h.fill));
+        if (h.copy)
+            MUST(clReleaseEvent(h.copy));
         MUST(clFinish(q0));
         for (cl_uint i = 0; i < N; i++)
             want[i] = round * 7919u + i;
         MUST(clEnqueueReadBuffer(q1, b, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL));
         CHECK_MEM(got, want, N, sizeof *got, "the kernel's output copied to the other device");
+        MUST(clEnqueueReadBuffer(q1, copied, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL));
+        CHECK_MEM(got, want, N, sizeof *got, "the kernel's output the callback copied");
         for (cl_uint i = 0; i < N; i++)
             want[i] = round;
         MUST(clEnqueueReadBuffer(q0, filled, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL));
@@ -99,6 +113,7 @@ int main(void)
     clReleaseMemObject(a);
     clReleaseMemObject(b);
     clReleaseMemObject(filled);
+    clReleaseMemObject(copied);
     clReleaseKernel(k);
     clReleaseCommandQueue(q0);
     clReleaseCommandQueue(q1);

@@ -47,6 +47,9 @@ cluster_program!(lifetimes: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 cluster_program!(images: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 cluster_program!(memory_bounded: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 cluster_program!(wait_paths: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
+// Event callbacks that enqueue, a transfer between ranks among them: each runs at
+// another point of the program on every rank, as a host thread of its own.
+cluster_program!(callback_enqueues: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 
 /// Build results are the owners': every rank prints the same status, log length and
 /// log hash for every device, and the same kernel work-group answers.
@@ -168,6 +171,7 @@ fn issued_as_for_gpus() {
         ("pingpong", 3, 2),
         ("events", 2, 1),
         ("buffers", 2, 1),
+        ("callback_enqueues", 2, 1),
     ] {
         check_cluster(program, ranks, devs, &env);
     }
