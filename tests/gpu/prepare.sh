@@ -23,5 +23,5 @@ done
 bash benches/build-programs.sh "$out/bin"
 strip --strip-debug -o "$out/bin/mirrorcl" target/release/mirrorcl
 cp tests/gpu/run-*.sh "$out/"
-cp benches/copy16-breakdown.py benches/alltoall-chain.py "$out/bin/"
+cp benches/copy16-breakdown.py benches/alltoall-chain.py benches/roundtrip-breakdown.py "$out/bin/"
 du -sh "$out"
