@@ -9,11 +9,15 @@
  * copies the kernel's output to the other device, so in a cluster of one device per
  * rank it plans a transfer between ranks. A callback runs at another point of the
  * program on every rank: MirrorCL names it as a host thread of its own, or the ranks
- * diverged. Every byte checked against the CPU, every round.
+ * diverged. Every byte checked against the CPU, every round. With
+ * CALLBACK_WITH_THREAD=1 the main thread first starts (and joins) a host thread, which
+ * turns on the rules for named host threads: race checks, waits paired by command.
  */
 #include "check.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
 #define N 4096
 #define ROUNDS 60
@@ -53,9 +57,19 @@ static void CL_CALLBACK on_stamped(cl_event ev, cl_int status, void *data)
     atomic_store(&h->done, 1);
 }
 
+static void *idle_thread(void *arg)
+{
+    return arg;
+}
+
 int main(void)
 {
     ct_init("callback_enqueues");
+    if (getenv("CALLBACK_WITH_THREAD")) {
+        pthread_t t;
+        CHECK_TRUE(pthread_create(&t, NULL, idle_thread, NULL) == 0, "a host thread started");
+        pthread_join(t, NULL);
+    }
     cl_platform_id p = ct_platform();
     cl_device_id devs[CT_MAX_DEVICES];
     cl_uint ndev = ct_devices(p, devs);

@@ -51,6 +51,20 @@ cluster_program!(wait_paths: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 // another point of the program on every rank, as a host thread of its own.
 cluster_program!(callback_enqueues: ranks2_dev1 (2, 1), ranks3_dev2 (3, 2));
 
+/// Event callbacks that enqueue beside a named host thread: race checks and waits paired
+/// by command name take the callbacks' commands as their slots' (`CALLBACK_WITH_THREAD`).
+#[test]
+fn callbacks_enqueue_beside_named_threads() {
+    for (ranks, devs) in [(2, 1), (3, 2)] {
+        check_cluster(
+            "callback_enqueues",
+            ranks,
+            devs,
+            &[("CALLBACK_WITH_THREAD", "1")],
+        );
+    }
+}
+
 /// Build results are the owners': every rank prints the same status, log length and
 /// log hash for every device, and the same kernel work-group answers.
 #[test]
