@@ -49,9 +49,9 @@ counted() {
 # each instruction's count (benches/cost-kinds.py reads them).
 CACHE_SIM=""
 [ -n "${KINDS:-}" ] && CACHE_SIM="--cache-sim=yes --dump-instr=yes --compress-pos=no --compress-strings=no"
-# The program's thread's profile in DIR.
-# The program's own process: PoCL's compiler runs (a cold kernel cache) leave profiles
-# too, which count nothing inside the toggled entry points.
+# The program's thread's profile in DIR: the one of the program's own process, since
+# PoCL's compiler runs (a cold kernel cache) leave profiles too, which count nothing
+# inside the toggled entry points.
 profile() {
   grep -H "^totals:" "$1"/callgrind.out.*-01 | sort -t' ' -k2 -n | tail -n 1 | cut -d: -f1
 }
