@@ -1,8 +1,8 @@
 //! Answers to `clGet*Info` queries, and the array arguments of entry points.
 
 use mirrorcl_runtime::cl::*;
-use mirrorcl_runtime::event::Event;
-use mirrorcl_runtime::object::Handle;
+use mirrorcl_runtime::objects::event::Event;
+use mirrorcl_runtime::objects::handle::Handle;
 use mirrorcl_runtime::ClResult;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -135,7 +135,7 @@ pub fn array<'a, T>(ptr: *const T, n: usize) -> &'a [T] {
 pub fn wait_list(
     n: cl_uint,
     list: *const cl_event,
-    context: Option<&Arc<mirrorcl_runtime::context::Context>>,
+    context: Option<&Arc<mirrorcl_runtime::objects::context::Context>>,
 ) -> ClResult<Vec<Arc<Event>>> {
     if (n > 0 && list.is_null()) || (n == 0 && !list.is_null()) {
         return Err(CL_INVALID_EVENT_WAIT_LIST);

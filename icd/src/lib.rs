@@ -126,14 +126,14 @@ mod allocator;
 
 use mirrorcl_runtime::cl::cl_icd::_cl_icd_dispatch;
 pub(crate) use mirrorcl_runtime::cl::{cl_int, CL_OUT_OF_HOST_MEMORY, CL_SUCCESS};
-use mirrorcl_runtime::replica::Inside;
-pub(crate) use mirrorcl_runtime::trace::ApiSpan;
+use mirrorcl_runtime::cluster::replica::Inside;
+pub(crate) use mirrorcl_runtime::observe::trace::ApiSpan;
 pub(crate) use mirrorcl_runtime::ClResult;
 use std::ffi::{c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Marks this library so that vendor discovery skips it when it is also listed as an
-/// ICD (the name is `mirrorcl_runtime::platform::OWN_MARKER`).
+/// ICD (the name is `mirrorcl_runtime::objects::platform::OWN_MARKER`).
 #[no_mangle]
 pub static mirrorcl_icd_marker: u32 = 0x4d434c;
 
@@ -147,14 +147,14 @@ pub(crate) fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
 /// The prologue of an OpenCL entry point: counted, inside MirrorCL until the returned
 /// guard drops (what vendors do meanwhile is not the application's), the platform
 /// initialised, and, for the application's own calls, its host threads taking turns
-/// (`mirrorcl_runtime::host_threads`).
+/// (`mirrorcl_runtime::cluster::host_threads`).
 #[inline]
 pub(crate) fn opencl_call(name: &'static str) -> Inside {
     count_call();
     let (inside, nested) = Inside::enter_nested();
     platform();
     if !nested {
-        mirrorcl_runtime::host_threads::check(name);
+        mirrorcl_runtime::cluster::host_threads::check(name);
     }
     inside
 }
@@ -230,15 +230,17 @@ pub(crate) fn run_value<R, G>(
 
 #[inline]
 fn count_call() {
-    use mirrorcl_runtime::stats::{add, COUNTERS};
+    use mirrorcl_runtime::observe::stats::{add, COUNTERS};
     add(&COUNTERS.api_calls, 1);
 }
 
 /// Initialises the platform on the first call; every entry point but the `lazy` ones
 /// calls it first.
-pub(crate) fn platform() -> &'static mirrorcl_runtime::platform::Platform {
-    mirrorcl_runtime::object::set_dispatch(&DISPATCH as *const _cl_icd_dispatch as *const c_void);
-    mirrorcl_runtime::platform::platform()
+pub(crate) fn platform() -> &'static mirrorcl_runtime::objects::platform::Platform {
+    mirrorcl_runtime::objects::handle::set_dispatch(
+        &DISPATCH as *const _cl_icd_dispatch as *const c_void,
+    );
+    mirrorcl_runtime::objects::platform::platform()
 }
 
 macro_rules! entry_points {

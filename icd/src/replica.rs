@@ -1,15 +1,15 @@
 //! The C-library and MPI functions MirrorCL stands in for, so that N replicas of a host
-//! program behave as one (`mirrorcl_runtime::replica` has the rules): `fopen` (files
+//! program behave as one (`mirrorcl_runtime::cluster::replica` has the rules): `fopen` (files
 //! written by rank 0 only), `srand`/`srandom`/`srand48` (rank 0's seed everywhere) and
 //! `rand`/`random`/`lrand48`/`mrand48`/`drand48` (vendors' calls kept off the
 //! application's streams), and
 //! `MPI_Init`/`MPI_Init_thread`/`MPI_Finalize` for a hybrid program seeded before it
 //! initialised MPI itself (MirrorCL then owns MPI; the program's calls leave it alone),
 //! and `pthread_create`, which names the program's threads so that each has its own
-//! tags and history on every rank (`mirrorcl_runtime::host_threads`).
+//! tags and history on every rank (`mirrorcl_runtime::cluster::host_threads`).
 //! Each finds the real function with `dlsym(RTLD_NEXT)`.
 
-use mirrorcl_runtime::replica;
+use mirrorcl_runtime::cluster::replica;
 use std::ffi::{c_char, c_int, c_long, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -181,11 +181,11 @@ entry! {
         required: c_int,
         provided: *mut c_int,
     ) -> c_int = 1; {
-        if mirrorcl_runtime::node::owns_mpi() {
+        if mirrorcl_runtime::cluster::node::owns_mpi() {
             if !provided.is_null() {
                 // SAFETY: the caller's out-pointer; MirrorCL initialised
                 // MPI_THREAD_MULTIPLE.
-                unsafe { *provided = mirrorcl_runtime::node::thread_multiple() };
+                unsafe { *provided = mirrorcl_runtime::cluster::node::thread_multiple() };
             }
             return 0;
         }
@@ -199,7 +199,7 @@ entry! {
 
 entry! {
     interpose fn MPI_Init(argc: *mut c_int, argv: *mut c_void) -> c_int = 1; {
-        if mirrorcl_runtime::node::owns_mpi() {
+        if mirrorcl_runtime::cluster::node::owns_mpi() {
             return 0;
         }
         match real!(c"MPI_Init", unsafe extern "C" fn(*mut c_int, *mut c_void) -> c_int) {
@@ -213,10 +213,10 @@ entry! {
 entry! {
     /// MirrorCL finalises the MPI it initialised at exit, after its own last transfers.
     interpose fn MPI_Finalize() -> c_int = 1; {
-        if mirrorcl_runtime::node::owns_mpi() {
+        if mirrorcl_runtime::cluster::node::owns_mpi() {
             return 0;
         }
-        mirrorcl_runtime::node::before_program_finalizes();
+        mirrorcl_runtime::cluster::node::before_program_finalizes();
         match real!(c"MPI_Finalize", unsafe extern "C" fn() -> c_int) {
             // SAFETY: MPI's own finalisation.
             Some(f) => unsafe { f() },
@@ -229,13 +229,13 @@ entry! {
     interpose fn pthread_create(
         thread: *mut libc::pthread_t,
         attr: *const libc::pthread_attr_t,
-        routine: mirrorcl_runtime::host_threads::StartRoutine,
+        routine: mirrorcl_runtime::cluster::host_threads::StartRoutine,
         arg: *mut c_void,
     ) -> c_int = libc::EAGAIN; {
-        match real!(c"pthread_create", mirrorcl_runtime::host_threads::PthreadCreate) {
+        match real!(c"pthread_create", mirrorcl_runtime::cluster::host_threads::PthreadCreate) {
             // SAFETY: forwarded as given, the new thread named on the way.
             Some(f) => unsafe {
-                mirrorcl_runtime::host_threads::create(f, thread, attr, routine, arg)
+                mirrorcl_runtime::cluster::host_threads::create(f, thread, attr, routine, arg)
             },
             None => libc::EAGAIN,
         }

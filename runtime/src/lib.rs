@@ -4,34 +4,11 @@
 //! The `icd` crate validates arguments and converts handles; everything it calls lives
 //! here. See `docs/architecture.md` for the data path of one command.
 
-pub mod comm;
-pub mod config;
-pub mod context;
-pub mod device;
+pub mod cluster;
 pub mod enqueue;
-pub mod event;
-pub mod history;
-pub mod host_threads;
-pub mod image;
-pub mod issuer;
-pub mod kernel;
-pub mod memory;
-pub mod node;
-pub mod object;
-pub mod platform;
-pub mod program;
-pub mod queue;
-pub mod races;
-pub mod record;
-pub mod remote;
-pub mod replica;
-pub mod sampler;
-pub mod spin;
-pub mod stats;
-pub mod trace;
-pub mod vendor;
-pub mod verify;
-pub mod wire;
+pub mod native;
+pub mod objects;
+pub mod observe;
 
 pub use opencl_sys as cl;
 

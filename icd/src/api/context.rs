@@ -3,11 +3,11 @@
 use crate::api::platform::{device_list, devices_of_type};
 use crate::info::{Info, InfoQuery};
 use mirrorcl_runtime::cl::*;
-use mirrorcl_runtime::context::{Context, ContextNotify};
-use mirrorcl_runtime::device::Device;
-use mirrorcl_runtime::object::Handle;
-use mirrorcl_runtime::platform::Platform;
-use mirrorcl_runtime::queue::Queue;
+use mirrorcl_runtime::objects::context::{Context, ContextNotify};
+use mirrorcl_runtime::objects::device::Device;
+use mirrorcl_runtime::objects::handle::Handle;
+use mirrorcl_runtime::objects::platform::Platform;
+use mirrorcl_runtime::objects::queue::Queue;
 use mirrorcl_runtime::ClResult;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -295,7 +295,7 @@ entry! {
 entry! {
     fn clFinish(queue: cl_command_queue) -> cl_int {
         let q = Queue::from_handle(queue)?;
-        mirrorcl_runtime::verify::check("clFinish");
+        mirrorcl_runtime::cluster::verify::check("clFinish");
         q.finish()
     }
 }

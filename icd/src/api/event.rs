@@ -2,9 +2,9 @@
 
 use crate::info::{array, Info, InfoQuery};
 use mirrorcl_runtime::cl::*;
-use mirrorcl_runtime::context::Context;
-use mirrorcl_runtime::event::{self, Event};
-use mirrorcl_runtime::object::Handle;
+use mirrorcl_runtime::objects::context::Context;
+use mirrorcl_runtime::objects::event::{self, Event};
+use mirrorcl_runtime::objects::handle::Handle;
 use mirrorcl_runtime::ClResult;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -25,7 +25,7 @@ entry! {
         {
             return Err(CL_INVALID_CONTEXT);
         }
-        mirrorcl_runtime::verify::check("clWaitForEvents");
+        mirrorcl_runtime::cluster::verify::check("clWaitForEvents");
         event::wait_all(&events)
     }
 }

@@ -2,10 +2,10 @@
 
 use crate::info::{Info, InfoQuery};
 use mirrorcl_runtime::cl::*;
-use mirrorcl_runtime::context::Context;
-use mirrorcl_runtime::device::Device;
-use mirrorcl_runtime::memory::Buffer;
-use mirrorcl_runtime::object::Handle;
+use mirrorcl_runtime::objects::context::Context;
+use mirrorcl_runtime::objects::device::Device;
+use mirrorcl_runtime::objects::handle::Handle;
+use mirrorcl_runtime::objects::memory::Buffer;
 use mirrorcl_runtime::ClResult;
 use std::ffi::c_void;
 use std::sync::Arc;

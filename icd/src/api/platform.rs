@@ -3,9 +3,9 @@
 use crate::info::{array, Info, InfoQuery};
 use crate::{c_str, platform};
 use mirrorcl_runtime::cl::*;
-use mirrorcl_runtime::device::Device;
-use mirrorcl_runtime::object::Handle;
-use mirrorcl_runtime::platform::{self as rt, Platform};
+use mirrorcl_runtime::objects::device::Device;
+use mirrorcl_runtime::objects::handle::Handle;
+use mirrorcl_runtime::objects::platform::{self as rt, Platform};
 use mirrorcl_runtime::ClResult;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -157,7 +157,7 @@ impl InfoQuery for DeviceInfo {
             }
             _ => match d.info(param) {
                 Some(bytes) => Info::bytes(bytes.to_vec()),
-                None if !mirrorcl_runtime::device::DEVICE_INFO_1_2.contains(&param) => {
+                None if !mirrorcl_runtime::objects::device::DEVICE_INFO_1_2.contains(&param) => {
                     // Newer queries and vendor extensions: the owner's vendor answers.
                     Info::bytes(d.owner_query(param)?)
                 }

@@ -4,13 +4,13 @@ use crate::api::platform::device_list;
 use crate::c_str;
 use crate::info::{array, Info, InfoQuery};
 use mirrorcl_runtime::cl::*;
-use mirrorcl_runtime::context::Context;
-use mirrorcl_runtime::device::Device;
-use mirrorcl_runtime::kernel::{ArgValue, Kernel};
-use mirrorcl_runtime::memory::Buffer;
-use mirrorcl_runtime::object::Handle;
-use mirrorcl_runtime::program::Program;
-use mirrorcl_runtime::sampler::Sampler;
+use mirrorcl_runtime::objects::context::Context;
+use mirrorcl_runtime::objects::device::Device;
+use mirrorcl_runtime::objects::handle::Handle;
+use mirrorcl_runtime::objects::kernel::{ArgValue, Kernel};
+use mirrorcl_runtime::objects::memory::Buffer;
+use mirrorcl_runtime::objects::program::Program;
+use mirrorcl_runtime::objects::sampler::Sampler;
 use mirrorcl_runtime::ClResult;
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
@@ -603,7 +603,7 @@ fn set_kernel_arg(
             }
         }
     };
-    if mirrorcl_runtime::verify::enabled() {
+    if mirrorcl_runtime::cluster::verify::enabled() {
         let what: Vec<u8> = match &value {
             ArgValue::Mem(Some(b)) => b.id.to_le_bytes().to_vec(),
             ArgValue::Mem(None) => Vec::new(),
@@ -616,8 +616,10 @@ fn set_kernel_arg(
         };
         let call: &[&[u8]] = &[k.name.as_bytes(), &arg_index.to_le_bytes(), &what];
         match value {
-            ArgValue::Bytes(_) => mirrorcl_runtime::verify::note_value("clSetKernelArg", call),
-            _ => mirrorcl_runtime::verify::note("clSetKernelArg", call),
+            ArgValue::Bytes(_) => {
+                mirrorcl_runtime::cluster::verify::note_value("clSetKernelArg", call)
+            }
+            _ => mirrorcl_runtime::cluster::verify::note("clSetKernelArg", call),
         }
     }
     k.set_arg(arg_index, value);

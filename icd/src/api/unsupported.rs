@@ -4,12 +4,12 @@
 
 use crate::info::{Info, InfoQuery};
 use mirrorcl_runtime::cl::*;
-use mirrorcl_runtime::context::Context;
-use mirrorcl_runtime::kernel::Kernel;
-use mirrorcl_runtime::memory::Buffer;
-use mirrorcl_runtime::object::Handle;
-use mirrorcl_runtime::program::Program;
-use mirrorcl_runtime::queue::Queue;
+use mirrorcl_runtime::objects::context::Context;
+use mirrorcl_runtime::objects::handle::Handle;
+use mirrorcl_runtime::objects::kernel::Kernel;
+use mirrorcl_runtime::objects::memory::Buffer;
+use mirrorcl_runtime::objects::program::Program;
+use mirrorcl_runtime::objects::queue::Queue;
 use mirrorcl_runtime::ClResult;
 use std::convert::Infallible;
 use std::ffi::c_void;

@@ -13,7 +13,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use mirrorcl_runtime::cl::*;
-use mirrorcl_runtime::config::Config;
+use mirrorcl_runtime::observe::config::Config;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -58,7 +58,7 @@ struct TraceArgs {
 
 /// `mirrorcl trace DIR [-o FILE]`.
 fn trace(o: TraceArgs) -> Result<ExitCode, String> {
-    let merged = mirrorcl_runtime::trace::merge(&o.dir)?;
+    let merged = mirrorcl_runtime::observe::trace::merge(&o.dir)?;
     let out = o.output.unwrap_or_else(|| o.dir.join("trace.json"));
     let events = merged["traceEvents"].as_array().map_or(0, Vec::len);
     let ranks = merged["otherData"]["mirrorcl_ranks"]
@@ -417,7 +417,7 @@ fn devices(o: Launch) -> Result<ExitCode, String> {
 }
 
 fn device_table() -> Result<ExitCode, String> {
-    let p = mirrorcl_runtime::platform::platform();
+    let p = mirrorcl_runtime::objects::platform::platform();
     if p.rank == 0 {
         print!("{}", p.device_table());
     }
@@ -475,7 +475,7 @@ impl Findings {
 
     /// Every .icd must name a loadable ICD with platforms and devices.
     fn vendors(&mut self, config: &Config) {
-        let icds = mirrorcl_runtime::vendor::icd_libraries(config);
+        let icds = mirrorcl_runtime::native::icd_libraries(config);
         if icds.is_empty() {
             self.note(
                 false,
@@ -484,10 +484,10 @@ impl Findings {
                  the driver's OpenCL package) or point MIRRORCL_VENDORS at its .icd files",
             );
         }
-        let marker = mirrorcl_runtime::platform::OWN_MARKER;
+        let marker = mirrorcl_runtime::objects::platform::OWN_MARKER;
         let mut devices_total = 0;
         for (icd, lib) in &icds {
-            match mirrorcl_runtime::vendor::load_library(lib, marker) {
+            match mirrorcl_runtime::native::load_library(lib, marker) {
                 Ok(None) => self.note(
                     true,
                     format!(
@@ -564,7 +564,7 @@ impl Findings {
 
     /// The library to preload.
     fn preload_library(&mut self, lib: Option<&Path>) {
-        let marker = mirrorcl_runtime::platform::OWN_MARKER;
+        let marker = mirrorcl_runtime::objects::platform::OWN_MARKER;
         match find_lib(lib) {
             Ok(lib) => {
                 let c = std::ffi::CString::new(lib.as_os_str().to_string_lossy().as_bytes())
@@ -680,7 +680,7 @@ impl Findings {
     }
 }
 
-fn count_devices(platform: mirrorcl_runtime::vendor::VPlatform) -> u32 {
+fn count_devices(platform: mirrorcl_runtime::native::VPlatform) -> u32 {
     platform
         .devices(CL_DEVICE_TYPE_ALL)
         .map_or(0, |list| list.len() as u32)

@@ -5,11 +5,11 @@
 use super::issue::blocks_in_vendor;
 use super::submit::{submit, Command, Work};
 use crate::cl::*;
-use crate::event::{command_name, Event};
-use crate::memory::Buffer;
-use crate::queue::Queue;
-use crate::remote::HostSpan;
-use crate::vendor::VMem;
+use crate::enqueue::remote::HostSpan;
+use crate::native::VMem;
+use crate::objects::event::{command_name, Event};
+use crate::objects::memory::Buffer;
+use crate::objects::queue::Queue;
 use crate::ClResult;
 use mirrorcl_scheduler::Mode;
 use std::ffi::c_void;
@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// `CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST` (OpenCL 1.2 §5.2.2).
 pub fn finish_blocking(event: &Arc<Event>, blocking: bool) -> ClResult<()> {
     if blocking {
-        crate::verify::check(command_name(event.command_type));
+        crate::cluster::verify::check(command_name(event.command_type));
         let status = event.wait();
         // Commands before it in the queue are done too: forget them (and let go of
         // their buffers).
@@ -75,10 +75,10 @@ pub fn rw_buffer(
     wait_list: Vec<Arc<Event>>,
 ) -> ClResult<Arc<Event>> {
     let m = device_instance(queue, buffer);
-    if write && crate::verify::enabled() {
+    if write && crate::cluster::verify::enabled() {
         // SAFETY: the application passed `size` readable bytes at `ptr` (validated).
         let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, size) };
-        crate::verify::note("clEnqueueWriteBuffer (data)", &[data]);
+        crate::cluster::verify::note("clEnqueueWriteBuffer (data)", &[data]);
     }
     let ptr = ptr as usize;
     let in_vendor = blocks_in_vendor(blocking, &queue.device);
@@ -156,7 +156,7 @@ pub fn copy_buffer(
 }
 
 /// Origin, region and pitches of one side of a rectangular transfer.
-pub use crate::vendor::Rect;
+pub use crate::native::Rect;
 
 impl Rect {
     pub fn span(&self, region: [usize; 3]) -> Range<usize> {

@@ -5,9 +5,9 @@
 use super::buffer_commands::{device_instance, finish_blocking};
 use super::submit::{submit, Command, Work};
 use crate::cl::*;
-use crate::event::Event;
-use crate::memory::{Buffer, Mapping};
-use crate::queue::Queue;
+use crate::objects::event::Event;
+use crate::objects::memory::{Buffer, Mapping};
+use crate::objects::queue::Queue;
 use crate::ClResult;
 use mirrorcl_scheduler::Mode;
 use std::ffi::c_void;

@@ -1,17 +1,17 @@
 //! Step 1, for images: `clEnqueue{Read,Write,Copy,Fill,Map}Image` and the copies between
-//! images and buffers. A command touches its images whole (see `crate::image`): a write
+//! images and buffers. A command touches its images whole (see `crate::objects::image`): a write
 //! of part of an image also reads it, so the rest of the image is current where it runs.
 
 use super::buffer_commands::{device_instance, finish_blocking};
 use super::issue::blocks_in_vendor;
 use super::submit::{submit, Command, Work};
 use crate::cl::*;
-use crate::event::Event;
-use crate::image::Image;
-use crate::memory::{Buffer, Mapping};
-use crate::queue::Queue;
-use crate::remote::HostSpan;
-use crate::vendor::ImageAt;
+use crate::enqueue::remote::HostSpan;
+use crate::native::ImageAt;
+use crate::objects::event::Event;
+use crate::objects::image::Image;
+use crate::objects::memory::{Buffer, Mapping};
+use crate::objects::queue::Queue;
 use crate::ClResult;
 use mirrorcl_scheduler::Mode;
 use std::ffi::c_void;
@@ -92,11 +92,11 @@ pub fn rw_image(
 ) -> ClResult<Arc<Event>> {
     let m = device_instance(queue, image);
     let shape = shape(image);
-    if write && crate::verify::enabled() {
+    if write && crate::cluster::verify::enabled() {
         let span = host_span(&shape, ptr as usize, region, pitches);
         // SAFETY: the application's region at its pitches (validated).
         let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, span_end(&span)) };
-        crate::verify::note("clEnqueueWriteImage (data)", &[bytes]);
+        crate::cluster::verify::note("clEnqueueWriteImage (data)", &[bytes]);
     }
     let ptr = ptr as usize;
     // The vendor takes a 1D image's and a 2D image's slice pitch as 0.

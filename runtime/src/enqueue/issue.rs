@@ -5,11 +5,11 @@
 //! event is attached to the MirrorCL event.
 
 use crate::cl::*;
-use crate::device::Device;
-use crate::event::{Event, SharedVEvent, StandIns, VendorEvent};
-use crate::issuer::{Backing, Caller, IssuerState, JobInfo, Landing, RunAs, RunJob};
-use crate::queue::Queue;
-use crate::vendor::{VContext, VEvent, VQueue};
+use crate::native::{VContext, VEvent, VQueue};
+use crate::objects::device::Device;
+use crate::objects::event::{Event, SharedVEvent, StandIns, VendorEvent};
+use crate::objects::issuer::{Backing, Caller, IssuerState, JobInfo, Landing, RunAs, RunJob};
+use crate::objects::queue::Queue;
 use crate::ClResult;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -88,7 +88,7 @@ impl Landing {
 /// bridge's dependency waits for (`pingpong` with a vendor context per PoCL device hung
 /// so about one run in fifty on two busy cores).
 pub(super) fn blocks_in_vendor(blocking: bool, device: &Device) -> bool {
-    blocking && !crate::host_threads::several() && device.holds_for_the_vendor()
+    blocking && !crate::cluster::host_threads::several() && device.holds_for_the_vendor()
 }
 
 /// The order vendor commands are handed to the issuers in (under the scheduler lock:
@@ -224,7 +224,7 @@ impl RunJob for VendorCommand {
             // Before the call: whoever needs its completion from now on asks for it.
             event.set_unbacked();
         }
-        let mut returns_with: Option<crate::issuer::Deferred> = None;
+        let mut returns_with: Option<crate::objects::issuer::Deferred> = None;
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let vqueue = vqueue?;
             let vctx = &event.context.vendor_context_of(group)?.vctx;
@@ -234,7 +234,7 @@ impl RunJob for VendorCommand {
                 // including what the wait list just asked to watch (a bridge's
                 // dependency): polled by nobody while this thread blocks, it would
                 // never complete the bridge the vendor call waits on.
-                crate::issuer::forget_watched();
+                crate::objects::issuer::forget_watched();
             }
             let Some(f) = f else {
                 // Absorbed: the merged write that follows on this queue stands for it.
@@ -255,11 +255,11 @@ impl RunJob for VendorCommand {
                 };
                 returns_with = state.back_unbacked_before(&vqueue, backing, blocking);
             }
-            let traced = crate::trace::begin();
+            let traced = crate::observe::trace::begin();
             let vev = f(&vqueue, &waits.list, !share && !done_on_return);
             if traced != 0 {
                 let n = waits.list.len();
-                crate::trace::span(
+                crate::observe::trace::span(
                     "vendor",
                     "vendor call",
                     traced,
@@ -309,7 +309,7 @@ impl RunJob for VendorCommand {
             Err(_) => event.complete(CL_OUT_OF_RESOURCES),
         }
         drop(keep_queue);
-        crate::issuer::leave(crate::issuer::Left::Events(deps));
+        crate::objects::issuer::leave(crate::objects::issuer::Left::Events(deps));
     }
 }
 
@@ -348,7 +348,7 @@ impl VendorWaits {
             if status < 0 {
                 return Err(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
             }
-            if dep.vendor_waitable(Some(vctx.key()), stream, crate::issuer::JOIN_DEPTH) {
+            if dep.vendor_waitable(Some(vctx.key()), stream, crate::objects::issuer::JOIN_DEPTH) {
                 // Issued in this context, or a join of such commands: their events.
                 let first = waits.stand_ins.len();
                 dep.vendor_stand_ins(stream, &mut waits.stand_ins);

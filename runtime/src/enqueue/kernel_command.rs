@@ -4,9 +4,9 @@
 use super::buffer_commands::device_instance;
 use super::submit::{submit, Command, Work};
 use crate::cl::*;
-use crate::event::Event;
-use crate::kernel::{ArgValue, Kernel, VendorArg};
-use crate::queue::Queue;
+use crate::objects::event::Event;
+use crate::objects::kernel::{ArgValue, Kernel, VendorArg};
+use crate::objects::queue::Queue;
 use crate::ClResult;
 use mirrorcl_scheduler::Mode;
 use std::sync::Arc;
@@ -97,7 +97,7 @@ pub fn ndrange(
 
 /// How a kernel uses buffer argument `i`, `b`: read only where the buffer or the
 /// argument says so.
-fn buffer_mode(kernel: &Kernel, b: &crate::memory::Buffer, i: usize) -> Mode {
+fn buffer_mode(kernel: &Kernel, b: &crate::objects::memory::Buffer, i: usize) -> Mode {
     let read_only = b.flags & CL_MEM_READ_ONLY != 0
         || (kernel.arg_info.as_ref()).is_some_and(|info| info[i].read_only);
     if read_only {

@@ -19,6 +19,7 @@ mod host_commands;
 mod image_commands;
 mod issue;
 mod kernel_command;
+pub mod remote;
 mod submit;
 mod transfer_queue;
 mod transfer_steps;
@@ -34,7 +35,7 @@ pub use issue::VendorWork;
 pub use kernel_command::ndrange;
 pub use submit::{attach, submit, Command, Work};
 
-use crate::memory::Buffer;
+use crate::objects::memory::Buffer;
 use std::sync::Arc;
 
 /// The root buffer of `b` (itself unless a sub-buffer): what the scheduler tracks.

@@ -9,16 +9,16 @@ use super::issue::{blocks_in_vendor, issue, Deps, Inline, VendorCommand, VendorW
 use super::transfer_steps::{read_for_predicted_sends, transfer, transfer_landing, Landed};
 use super::{into_root, root_arc};
 use crate::cl::*;
-use crate::config::Variant;
-use crate::context::{new_stream, Context};
-use crate::device::Device;
-use crate::event::{command_name, Event};
-use crate::issuer::{Landing, MERGED_AT_MOST};
-use crate::memory::Buffer;
-use crate::node::What;
-use crate::queue::Queue;
-use crate::remote::{self, HostSpan};
-use crate::stats::{add, COUNTERS};
+use crate::cluster::node::What;
+use crate::enqueue::remote::{self, HostSpan};
+use crate::objects::context::{new_stream, Context};
+use crate::objects::device::Device;
+use crate::objects::event::{command_name, Event};
+use crate::objects::issuer::{Landing, MERGED_AT_MOST};
+use crate::objects::memory::Buffer;
+use crate::objects::queue::Queue;
+use crate::observe::config::Variant;
+use crate::observe::stats::{add, COUNTERS};
 use crate::ClResult;
 use mirrorcl_scheduler::{Access, Location, Mode, Placement, Scheduler};
 use std::ops::Range;
@@ -72,8 +72,8 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     queue.keep_pace();
     add(&COUNTERS.commands_created, 1);
     let index = command_index();
-    if crate::history::kept() {
-        crate::history::note_command(
+    if crate::cluster::history::kept() {
+        crate::cluster::history::note_command(
             command_name(cmd.command_type),
             cmd.command_type,
             device.index,
@@ -83,7 +83,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
             }),
         );
     }
-    if crate::verify::enabled() {
+    if crate::cluster::verify::enabled() {
         note_for_verify(&cmd, device);
     }
     let (at, stream) = if cmd.at_host {
@@ -92,9 +92,9 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
         (Location::Device(device.index), queue.stream)
     };
     let event = Event::new(ctx.clone(), Some(queue), cmd.command_type, stream);
-    if crate::host_threads::several() && crate::node::is_cluster_now() {
+    if crate::cluster::host_threads::several() && crate::cluster::node::is_cluster_now() {
         // Named only where threads are: waits then pair by it (`event::wait_all`).
-        let command = crate::host_threads::next_command();
+        let command = crate::cluster::host_threads::next_command();
         event
             .command
             .store(command, std::sync::atomic::Ordering::Release);
@@ -109,9 +109,9 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
                 )
             })
             .collect();
-        crate::races::check(queue, &wait_list, &event, &accesses);
+        crate::objects::races::check(queue, &wait_list, &event, &accesses);
     }
-    let waits = crate::record::enabled().then(|| recorded_waits(&cmd, &wait_list));
+    let waits = crate::cluster::record::enabled().then(|| recorded_waits(&cmd, &wait_list));
     let vendor = matches!(work, Work::Vendor(_));
     wait_list_elsewhere(&cmd, &mut wait_list, &event);
     name_for_reports(&cmd, &event);
@@ -125,7 +125,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     let mut sched = ctx.lock_scheduler();
     if let Some(waits) = waits {
         // After the releases the lock reported: the order the scheduler sees.
-        crate::record::command(
+        crate::cluster::record::command(
             ctx.record_id,
             cmd.command_type,
             device.index,
@@ -152,12 +152,12 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     // MirrorCL adds after it only orders it.
     let failing = wait_list.len();
     let mut deps = wait_list;
-    let scheduling = crate::stats::on().then(std::time::Instant::now);
-    let traced = crate::trace::begin();
+    let scheduling = crate::observe::stats::on().then(std::time::Instant::now);
+    let traced = crate::observe::trace::begin();
     add(&COUNTERS.commands_scheduled, 1);
     let mut steps = Vec::new();
     let mut landed = Vec::new();
-    sched.set_thread(crate::host_threads::slot() as u32);
+    sched.set_thread(crate::cluster::host_threads::slot() as u32);
     let conflicts = sched.schedule(at, stream, &accesses, &event, |step, step_deps| {
         let (stream, step, land) = transfer_landing(ctx, &cmd.accesses, step, step_deps);
         steps.push(step.clone());
@@ -176,7 +176,7 @@ pub fn submit(mut cmd: Command, work: Work) -> ClResult<Arc<Event>> {
     if traced != 0 {
         let (name, n) = (command_name(cmd.command_type), steps.len());
         let args = crate::trace_args![("command", event.seq), ("index", index), ("steps", n)];
-        crate::trace::span("schedule", name, traced, args);
+        crate::observe::trace::span("schedule", name, traced, args);
     }
     // The steps that bring its bytes first among the rest: a command run on the host
     // copy (a map) also fails with them, so that a map whose bytes could not come (a
@@ -395,7 +395,7 @@ fn note_for_verify(cmd: &Command, device: &Device) {
         what.push(*mode as u8);
     }
     what.extend_from_slice(&device.index.to_le_bytes());
-    crate::verify::note(command_name(cmd.command_type), &[&what]);
+    crate::cluster::verify::note(command_name(cmd.command_type), &[&what]);
 }
 
 /// The command's accesses as the scheduler sees them (root buffer ranges): inline for
@@ -463,14 +463,14 @@ fn route<'a>(
     deps: Deps,
 ) -> Routed<'a> {
     let queue = &cmd.queue;
-    let node = crate::node::node();
+    let node = crate::cluster::node::node();
     let shared_read = cmd.fills_host.filter(|_| node.is_cluster());
     let what = || What {
         command: command_name(cmd.command_type),
         buffer: accesses.first().map_or(0, |a| a.buffer),
         offset: accesses.first().map_or(0, |a| a.range.start),
         len: accesses.first().map_or(0, |a| a.range.end - a.range.start),
-        stamp: crate::history::stamp(),
+        stamp: crate::cluster::history::stamp(),
     };
     let runs_here = cmd.at_host || device.local();
     let mut issued = |event: Arc<Event>, work: VendorWork, deps: Deps| VendorCommand {
@@ -535,7 +535,7 @@ fn route<'a>(
 /// which doubled the IV.7.2 microbenchmark's iteration. Not for a wait list that is the
 /// queue's unfinished commands, which differ between ranks.
 fn wait_list_elsewhere(cmd: &Command, wait_list: &mut [Arc<Event>], event: &Arc<Event>) {
-    if !crate::node::node().is_cluster() || cmd.waits_on_queue {
+    if !crate::cluster::node::node().is_cluster() || cmd.waits_on_queue {
         return;
     }
     if cmd.blocking || cmd.at_host {
@@ -553,7 +553,7 @@ fn learn_wait_list_statuses(cmd: &Command, wait_list: &mut [Arc<Event>]) {
     if wait_list.iter().all(|e| e.owner().is_none()) {
         return;
     }
-    let node = crate::node::node();
+    let node = crate::cluster::node::node();
     // Who runs the command: its device's owner, or every rank (on the host copy).
     let runs_on = (!cmd.at_host).then_some(cmd.queue.device.owner);
     let what = What {
@@ -561,7 +561,7 @@ fn learn_wait_list_statuses(cmd: &Command, wait_list: &mut [Arc<Event>]) {
         buffer: 0,
         offset: 0,
         len: 0,
-        stamp: crate::history::stamp(),
+        stamp: crate::cluster::history::stamp(),
     };
     let nothing = HostSpan::Contiguous { ptr: 0, len: 0 };
     for e in wait_list.iter_mut() {
@@ -606,7 +606,7 @@ static COMMAND_INDEX: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 /// inject, or the trace. Both are set for the whole run on every rank alike; otherwise
 /// 0, without the atomic operation.
 fn command_index() -> u64 {
-    if injection_planned().is_none() && !crate::trace::on() {
+    if injection_planned().is_none() && !crate::observe::trace::on() {
         return 0;
     }
     COMMAND_INDEX.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
@@ -636,7 +636,7 @@ fn injection_planned() -> Option<(u64, cl_int)> {
 /// another rank's device, not a read, whose buffers are all attached to other ranks'
 /// devices (not in another vendor group of the command's rank) is not enqueued here.
 fn left_out(cmd: &Command, sched: &Scheduler<Arc<Event>>) -> bool {
-    let platform = crate::platform::platform();
+    let platform = crate::objects::platform::platform();
     let device = &cmd.queue.device;
     let placement = Placement {
         device: device.scheduled(),
@@ -665,8 +665,8 @@ fn variant(v: Variant) -> mirrorcl_scheduler::Variant {
 /// there from wherever they are, identically on every rank), then attaches it. Ignored
 /// in the `decentralization` variant.
 pub fn attach(buffer: &Arc<Buffer>, device: &Arc<Device>) -> ClResult<()> {
-    let platform = crate::platform::platform();
-    crate::record::attach(buffer.context.record_id, buffer.id, device.index);
+    let platform = crate::objects::platform::platform();
+    crate::cluster::record::attach(buffer.context.record_id, buffer.id, device.index);
     if platform.config.runtime.variant == Variant::Decentralization {
         return Ok(());
     }
@@ -680,7 +680,7 @@ pub fn attach(buffer: &Arc<Buffer>, device: &Arc<Device>) -> ClResult<()> {
     let accesses = [(buffer.clone(), 0..buffer.size, Mode::Read)];
     event.keep(buffer.clone());
     let mut sched = ctx.lock_scheduler();
-    sched.set_thread(crate::host_threads::slot() as u32);
+    sched.set_thread(crate::cluster::host_threads::slot() as u32);
     let deps = sched.schedule(
         Location::Device(device.index),
         event.stream,

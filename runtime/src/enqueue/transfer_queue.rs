@@ -4,11 +4,11 @@
 
 use super::issue::{issue, Deps, VendorCommand, VendorWork};
 use crate::cl::*;
-use crate::context::{Context, TransferQueue};
-use crate::device::Device;
-use crate::event::Event;
-use crate::memory::Buffer;
-use crate::vendor::ImageAt;
+use crate::native::ImageAt;
+use crate::objects::context::{Context, TransferQueue};
+use crate::objects::device::Device;
+use crate::objects::event::Event;
+use crate::objects::memory::Buffer;
 use crate::ClResult;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -204,7 +204,7 @@ fn read_queue(
 fn issue_transfer(
     ctx: &Arc<Context>,
     device: &Arc<Device>,
-    tq: crate::context::TransferQueue,
+    tq: crate::objects::context::TransferQueue,
     command_type: cl_command_type,
     root: &Arc<Buffer>,
     deps: Deps,

@@ -11,13 +11,13 @@
 use super::root_arc;
 use super::transfer_queue::{local_copy, local_transfer, Way};
 use crate::cl::*;
-use crate::context::{new_stream, Context};
-use crate::device::Device;
-use crate::event::Event;
-use crate::memory::{Buffer, SentRead};
-use crate::node::What;
-use crate::remote::{self, HostSpan, Staging};
-use crate::stats::{add, COUNTERS};
+use crate::cluster::node::What;
+use crate::enqueue::remote::{self, HostSpan, Staging};
+use crate::objects::context::{new_stream, Context};
+use crate::objects::device::Device;
+use crate::objects::event::Event;
+use crate::objects::memory::{Buffer, SentRead};
+use crate::observe::stats::{add, COUNTERS};
 use crate::ClResult;
 use mirrorcl_scheduler::{Location, Mode, Step};
 use std::ops::Range;
@@ -81,7 +81,7 @@ pub(super) fn transfer_landing(
         offset,
         len,
         pieces: &pieces,
-        stamp: crate::history::stamp(),
+        stamp: crate::cluster::history::stamp(),
     };
     let copy = |rc| (CL_COMMAND_COPY_BUFFER, rc);
     let read = |rc| (CL_COMMAND_READ_BUFFER, rc);
@@ -172,7 +172,7 @@ enum Part {
 /// messages: here only, before anything can fail, so that this rank and its peer advance
 /// their pair's counter alike (the peer's part takes as many for the same step).
 fn plan(ctx: &Arc<Context>, step: &Step, pieces: usize) -> Part {
-    let node = crate::node::node();
+    let node = crate::cluster::node::node();
     let device_of = |l: Location| match l {
         Location::Device(d) => Some(
             ctx.device_by_index(d)
@@ -225,7 +225,7 @@ struct StepBytes<'a> {
     len: usize,
     pieces: &'a [Range<usize>],
     /// Where this rank stood when it planned the step: its messages carry it.
-    stamp: crate::history::Stamp,
+    stamp: crate::cluster::history::Stamp,
 }
 
 impl StepBytes<'_> {
