@@ -1,10 +1,10 @@
 /*
- * roundtrip.c - the one-rank round trips of issue 13, alone in a process, so that the
- * native platform and MirrorCL can be run one after the other and MirrorCL traced
- * (mirrorcl-overhead times both in one process, which a trace would mix up): a kernel
- * of one work-item + clFinish, a 16-byte blocking write, a 16-byte blocking read, and a
- * burst of kernel enqueues + clFinish. Prints the median of each in µs (the burst per
- * command); checks the bytes read back after every write.
+ * roundtrip.c - the one-rank round trips that the per-command goals are set on, alone
+ * in a process, so that the native platform and MirrorCL can be run one after the other
+ * and MirrorCL traced (mirrorcl-overhead times both in one process, which a trace would
+ * mix up): a kernel of one work-item + clFinish, a 16-byte blocking write, a 16-byte
+ * blocking read, and a burst of kernel enqueues + clFinish. Prints the median of each
+ * in µs (the burst per command); checks the bytes read back after every write.
  *
  *   cc -O2 -std=c11 -I tests/c benches/micro/roundtrip.c -lOpenCL -lm -o roundtrip
  *   CTEST_PLATFORM=NVIDIA ./roundtrip                                  # native

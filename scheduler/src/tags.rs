@@ -1,4 +1,4 @@
-//! Message tags between pairs of ranks, per host-thread slot (issue 16).
+//! Message tags between pairs of ranks, per host-thread slot (threaded host programs).
 //!
 //! Both ranks of a pair must give each message between them the same tag without asking
 //! each other. A rank's host threads interleave their OpenCL calls differently on each

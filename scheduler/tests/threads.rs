@@ -1,5 +1,5 @@
-//! Host programs with several threads on N ranks (issue 16): every rank runs the whole
-//! host program, but its threads interleave their calls differently on each rank.
+//! Host programs with several threads on N ranks: every rank runs the whole host
+//! program, but its threads interleave their calls differently on each rank.
 //!
 //! Random scenarios: N ranks owning the devices, T host threads, each with its own
 //! command stream over its own buffers and over its own slice of one shared buffer (as

@@ -1,8 +1,8 @@
 /*
  * cluster_args.c - clSetKernelArg and clEnqueueNDRangeKernel answer the same on every
- * rank, whichever rank owns the one device a program is built for (issue 15 item 5: a
- * program built only for rank 1's device got CL_SUCCESS for an `int` of size 8 on rank 0
- * and CL_INVALID_ARG_SIZE on rank 1, so the next launch ran on one rank only).
+ * rank, whichever rank owns the one device a program is built for (ranks once diverged:
+ * a program built only for rank 1's device got CL_SUCCESS for an `int` of size 8 on
+ * rank 0 and CL_INVALID_ARG_SIZE on rank 1, so the next launch ran on one rank only).
  *
  * For each device t in turn, a program is built for t alone and every validation path
  * of clSetKernelArg is tried on its kernel: index out of range, by-value sizes the

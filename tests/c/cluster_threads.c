@@ -23,7 +23,7 @@
  *   THREADS_MODE=race        two threads write the same bytes of one buffer from queues of
  *                            different devices with nothing ordering them: a race in
  *                            OpenCL. In a cluster MirrorCL must end the job naming both
- *                            calls (issue 16) rather than let the ranks diverge.
+ *                            calls rather than let the ranks diverge.
  */
 #include "check.h"
 #include <pthread.h>

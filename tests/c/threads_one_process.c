@@ -8,7 +8,7 @@
  * from both queues. Then it releases its queues while their commands may still be
  * queued or being flushed (a release implies only a flush), waits for its reads through
  * their events and checks them bit-exactly against a CPU reference; the next round
- * creates new queues. Issue 15 item 1: MirrorCL's issuer flushed a vendor queue the
+ * creates new queues. The bug this caught: MirrorCL's issuer flushed a vendor queue the
  * application had already released (SIGSEGV in 6 of 10 runs).
  *
  * check.h's counters are not thread-safe: a thread records its first failure and the

@@ -345,7 +345,8 @@ int main(void)
     static const char *vname[4] = {"private buffers", "shared buffer + sub-buffers",
                                    "shared buffer + offsets", "one host thread per device"};
     /* Variant D's threads enqueue at once, interleaving differently on every rank of a
-     * cluster: MirrorCL names each thread (issue 16), so it runs on any number of ranks. */
+     * cluster: MirrorCL names each thread (threaded host programs), so it runs on any
+     * number of ranks. */
     int variants = 4;
     for (int op = 0; op < OP_COUNT; op++) {
         make_inputs((enum op)op);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Host programs with one thread per device on the GPUs (issue 16): cluster_threads in
-# each mode, natively on NVIDIA in one process (every GPU) and on MirrorCL at 1 rank and
-# at as many ranks as GPUs (one GPU each); then binomialoption single-threaded and
-# threaded (APP_THREADS=1), natively and on MirrorCL. Run from the repository root with
+# Host programs with one thread per device on the GPUs: cluster_threads in each mode,
+# natively on NVIDIA in one process (every GPU) and on MirrorCL at 1 rank and at as many
+# ranks as GPUs (one GPU each); then binomialoption single-threaded and threaded
+# (APP_THREADS=1), natively and on MirrorCL. Run from the repository root with
 # target/gpu/ prepared by tests/gpu/prepare.sh; $OUT receives the logs.
 set -u
 OUT="${OUT:-$(pwd)/gpu-out}"

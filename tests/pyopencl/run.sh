@@ -78,11 +78,11 @@ rc=0
 "$venv/bin/python" "$here/driver.py" --test-dir "$src/test" --logs "$logs" \
   --icd-dir "$work/icd" --files "$files" --devices "$devices" --start "$start" || rc=$?
 
-# Issue 16 on a cluster: pyopencl's threaded test (two Python threads, each with its own
-# context and queue, whose "nanny" events are waited for from garbage-collector
-# finalizers, in whichever thread collects) on two ranks, MirrorCL preloaded as a
-# cluster needs. Each rank runs it on both devices. PoCL's kernel cache is off: two
-# processes building the same program into it at once is not safe.
+# Threaded host programs on a cluster: pyopencl's threaded test (two Python threads,
+# each with its own context and queue, whose "nanny" events are waited for from
+# garbage-collector finalizers, in whichever thread collects) on two ranks, MirrorCL
+# preloaded as a cluster needs. Each rank runs it on both devices. PoCL's kernel cache
+# is off: two processes building the same program into it at once is not safe.
 cluster_log="$logs/cluster-threaded.log"
 (
   cd "$src/test"

@@ -156,10 +156,10 @@ fn unique_suffix() -> String {
     )
 }
 
-/// A fresh OpenMPI session directory for one `mpirun` job (`OMPI_MCA_orte_tmpdir_base`;
-/// remove it after the job): tests run jobs concurrently, and OpenMPI's creation of the
-/// shared one races ("mkdir /tmp/ompi.HOST.0: File exists").
-pub fn mpi_session_dir() -> Result<PathBuf, String> {
+/// A fresh OpenMPI tmpdir for one `mpirun` job (`OMPI_MCA_orte_tmpdir_base`; remove it
+/// after the job): tests run jobs concurrently, and OpenMPI's creation of the shared one
+/// races ("mkdir /tmp/ompi.HOST.0: File exists").
+pub fn mpi_tmpdir() -> Result<PathBuf, String> {
     let dir = std::env::temp_dir().join(format!("mirrorcl-ompi-{}", unique_suffix()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     Ok(dir)
@@ -850,10 +850,10 @@ pub fn run_cluster_wrapped(
     for var in CONTROLLED_ENV {
         cmd.env_remove(var);
     }
-    let session = mpi_session_dir()?;
+    let tmpdir = mpi_tmpdir()?;
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_orte_tmpdir_base", &session)
+        .env("OMPI_MCA_orte_tmpdir_base", &tmpdir)
         .current_dir(c_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -922,7 +922,7 @@ pub fn run_cluster_wrapped(
         })
         .collect();
     let _ = std::fs::remove_dir_all(&out_dir);
-    let _ = std::fs::remove_dir_all(&session);
+    let _ = std::fs::remove_dir_all(&tmpdir);
     Ok(ClusterOutput {
         program: prog.to_string(),
         ranks,

@@ -1,7 +1,7 @@
 //! The `mirrorcl` command: `run` (the mpirun or srun line built for the user), `devices`
 //! (the cluster's device table) and `doctor` (what a machine lacks, and how to fix it).
 
-use mirrorcl_tests::{compile, mpi_session_dir, target_dir, Way};
+use mirrorcl_tests::{compile, mpi_tmpdir, target_dir, Way};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -12,10 +12,10 @@ fn mirrorcl(args: &[&str], env: &[(&str, &str)]) -> Output {
         "{} missing: cargo build --release",
         exe.display()
     );
-    let session = mpi_session_dir().expect("a session directory");
+    let tmpdir = mpi_tmpdir().expect("an OpenMPI tmpdir");
     let mut cmd = Command::new(&exe);
     cmd.args(args)
-        .env("OMPI_MCA_orte_tmpdir_base", &session)
+        .env("OMPI_MCA_orte_tmpdir_base", &tmpdir)
         .env_remove("LD_PRELOAD")
         .env_remove("OCL_ICD_VENDORS")
         // Outside Slurm unless a test says otherwise, whatever runs the tests.
@@ -26,7 +26,7 @@ fn mirrorcl(args: &[&str], env: &[(&str, &str)]) -> Output {
         cmd.env(k, v);
     }
     let out = cmd.output().expect("run mirrorcl");
-    let _ = std::fs::remove_dir_all(&session);
+    let _ = std::fs::remove_dir_all(&tmpdir);
     out
 }
 

@@ -92,10 +92,10 @@ fn build_failure_is_reported_identically_on_every_rank() {
 }
 
 /// `clSetKernelArg` and `clEnqueueNDRangeKernel` give every rank the same answer, the
-/// vendor's own, whichever rank owns the one device a program is built for (issue 15
-/// item 5). Every rank checks PoCL's codes (the native run validates them; a by-value
-/// size PoCL rounds up may also be refused, as NVIDIA does) and prints one line per
-/// call; the lines must be the same on every rank.
+/// vendor's own, whichever rank owns the one device a program is built for (ranks once
+/// diverged there). Every rank checks PoCL's codes (the native run validates them; a
+/// by-value size PoCL rounds up may also be refused, as NVIDIA does) and prints one
+/// line per call; the lines must be the same on every rank.
 #[test]
 fn kernel_argument_answers_agree_on_every_rank() {
     check_program("cluster_args", Way::Native, 2);
@@ -347,7 +347,7 @@ fn host_reads_relay_without_growing_any_ranks_sends() {
     );
 }
 
-/// Issue 16: a host program with one thread per device (AMD's multi-GPU pattern: maps,
+/// A host program with one thread per device (AMD's multi-GPU pattern: maps,
 /// unmaps, kernels, polled events, a shared output written through sub-buffers) runs
 /// on N ranks, bit-exact on every rank, whether its threads take turns or run at once.
 /// What MirrorCL cannot name (threads created by a thread other than the main one)

@@ -1,8 +1,8 @@
-//! Several hosts on one machine (issue 17): each rank's host identity comes from
-//! `MIRRORCL_HOST`, set per rank by a wrapper, and OpenMPI is kept off shared memory
-//! (`btl tcp,self`, `pml ob1`), so the bytes between ranks cross TCP as between real
-//! hosts. Each "host" shows two PoCL CPU devices, split among its ranks like a node's
-//! GPUs (`MIRRORCL_CPU_DEVICES=split`).
+//! Several hosts on one machine: each rank's host identity comes from `MIRRORCL_HOST`,
+//! set per rank by a wrapper, and OpenMPI is kept off shared memory (`btl tcp,self`,
+//! `pml ob1`), so the bytes between ranks cross TCP as between real hosts. Each "host"
+//! shows two PoCL CPU devices, split among its ranks like a node's GPUs
+//! (`MIRRORCL_CPU_DEVICES=split`).
 
 use mirrorcl_tests::{check_cluster_wrapped, ClusterOutput};
 

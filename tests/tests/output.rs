@@ -1,7 +1,7 @@
-//! The replicas' output through wrappers and programs that manage their own descriptors
-//! (issue 15, item 4): `MIRRORCL_OUTPUT` holds when the program is started through a
-//! command that execs it (`env`, `stdbuf`, a bash script), and MirrorCL's own reports reach each
-//! rank's original standard error whatever the program did to its descriptors.
+//! The replicas' output through wrappers and programs that manage their own
+//! descriptors: `MIRRORCL_OUTPUT` holds when the program is started through a command
+//! that execs it (`env`, `stdbuf`, a bash script), and MirrorCL's own reports reach
+//! each rank's original standard error whatever the program did to its descriptors.
 
 use mirrorcl_tests::{run_cluster_wrapped, target_dir, ClusterOutput, Way};
 

@@ -1,6 +1,6 @@
-//! Replicas that behave as one program (issue 6): the same random numbers on every rank,
-//! one copy of the output, one writer of each file, and hybrid programs that seed before
-//! they initialise MPI.
+//! Replicas that behave as one program: the same random numbers on every rank, one copy
+//! of the output, one writer of each file, and hybrid programs that seed before they
+//! initialise MPI.
 
 use mirrorcl_tests::{check_cluster, run_cluster, run_cluster_as, target_dir, Way};
 
