@@ -24,3 +24,9 @@ pub fn check(code: cl::cl_int) -> ClResult<()> {
         Err(code)
     }
 }
+
+/// A NUL-terminated byte string as Rust text.
+pub fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}

@@ -35,6 +35,7 @@
 //! application event callbacks and from MirrorCL's own threads do not count; a single
 //! process is not concerned.
 
+use crate::observe::os_id;
 use parking_lot::Mutex;
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -89,12 +90,6 @@ fn is_main_thread() -> bool {
     // SAFETY: getpid takes no arguments and cannot fail.
     let pid = unsafe { libc::getpid() };
     pid == os_id()
-}
-
-/// The calling thread's id as the kernel knows it (`gettid`).
-pub fn os_id() -> libc::pid_t {
-    // SAFETY: gettid takes no arguments and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
 }
 
 /// This thread's slot, `None` for a thread MirrorCL could not name.
@@ -219,6 +214,18 @@ fn runtime_thread(routine: StartRoutine) -> bool {
     RUNTIMES.iter().any(|r| base.starts_with(r))
 }
 
+static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// The number the next command will get.
+pub fn next_seq() -> u64 {
+    NEXT_SEQ.load(Ordering::Acquire)
+}
+
+/// A new command's number (enqueue order on this rank; for diagnostics).
+pub fn take_seq() -> u64 {
+    NEXT_SEQ.fetch_add(1, Ordering::Relaxed)
+}
+
 /// The slot a thread about to be created gets: the main thread's creations outside
 /// MirrorCL are named in order; a slot whose previous thread still runs is not reused.
 fn slot_for_new_thread(routine: StartRoutine) -> u16 {
@@ -243,7 +250,7 @@ fn claim_created_slot() -> Option<u16> {
         return None;
     }
     GENERATION[s].fetch_add(1, Ordering::AcqRel);
-    CREATED_AT[s].store(crate::objects::event::next_seq(), Ordering::Release);
+    CREATED_AT[s].store(next_seq(), Ordering::Release);
     Some(s as u16)
 }
 
@@ -261,7 +268,7 @@ pub struct CallbackSlot(u16);
 impl CallbackSlot {
     pub fn new() -> Option<CallbackSlot> {
         if !crate::cluster::node::is_cluster_now()
-            || crate::objects::event::in_callback()
+            || crate::cluster::thread_state::in_callback()
             || named_slot() != Some(0)
         {
             return None;
@@ -394,7 +401,7 @@ pub fn check(call: &str) {
 
 #[inline(never)]
 fn check_in_cluster(call: &str) {
-    if crate::objects::event::in_callback() {
+    if crate::cluster::thread_state::in_callback() {
         return;
     }
     // A named thread other than the main one has its own slot.

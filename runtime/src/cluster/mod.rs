@@ -10,5 +10,7 @@ pub mod host_threads;
 pub mod node;
 pub mod record;
 pub mod replica;
+pub mod statistics;
+pub mod thread_state;
 pub mod verify;
 pub mod wire;

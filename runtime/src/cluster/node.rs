@@ -37,30 +37,15 @@ pub struct Node {
 
 static NODE: OnceLock<Node> = OnceLock::new();
 
-/// Sets up this rank's node (once, from the platform's initialisation).
-pub fn init(config: &Config) -> &'static Node {
-    NODE.get_or_init(|| Node::init(config))
-}
-
-/// Sets up this rank's node before the platform (a seed agreed at `srand`).
-pub fn init_alone() -> &'static Node {
-    NODE.get_or_init(|| Node::init(&Config::load().unwrap_or_default()))
-}
-
 /// Whether this process is one rank of several, without setting the node up.
 pub fn is_cluster_now() -> bool {
     NODE.get().is_some_and(|n| n.size > 1)
 }
 
-/// This rank's node.
+/// This rank's node, set up on first use: by the platform, or before it where a
+/// replica needs the others first (a seed agreed at `srand`).
 pub fn node() -> &'static Node {
-    match NODE.get() {
-        Some(n) => n,
-        None => {
-            crate::objects::platform::platform();
-            NODE.get().expect("the platform sets up the node")
-        }
-    }
+    NODE.get_or_init(|| Node::init(crate::observe::config::get()))
 }
 
 fn host_name() -> String {
@@ -69,7 +54,7 @@ fn host_name() -> String {
     if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) } != 0 {
         return "localhost".into();
     }
-    crate::native::c_string(&buf)
+    crate::c_string(&buf)
 }
 
 impl Node {

@@ -16,15 +16,12 @@ use std::sync::OnceLock;
 fn file() -> Option<&'static Mutex<std::fs::File>> {
     static FILE: OnceLock<Option<Mutex<std::fs::File>>> = OnceLock::new();
     FILE.get_or_init(|| {
-        let platform = crate::objects::platform::platform();
-        let base = Some(&platform.config.runtime.record).filter(|s| !s.is_empty())?;
-        let path = format!("{base}.{}", platform.rank);
+        let base = Some(&crate::observe::config::get().runtime.record).filter(|s| !s.is_empty())?;
+        let node = crate::cluster::node::node();
+        let path = format!("{base}.{}", node.rank);
         match std::fs::File::create(&path) {
             Ok(mut f) => {
-                let header = format!(
-                    "# mirrorcl-record 1\nranks {} {}\n",
-                    platform.size, platform.rank
-                );
+                let header = format!("# mirrorcl-record 1\nranks {} {}\n", node.size, node.rank);
                 let _ = f.write_all(header.as_bytes());
                 Some(Mutex::new(f))
             }

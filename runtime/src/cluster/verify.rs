@@ -62,7 +62,7 @@ static ENABLED: AtomicU8 = AtomicU8::new(0);
 pub fn enabled() -> bool {
     match ENABLED.load(Ordering::Relaxed) {
         0 => {
-            let on = crate::objects::platform::platform().config.runtime.verify;
+            let on = crate::observe::config::get().runtime.verify;
             ENABLED.store(if on { 2 } else { 1 }, Ordering::Relaxed);
             on
         }

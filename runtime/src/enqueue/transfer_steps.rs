@@ -12,7 +12,8 @@ use super::root_arc;
 use super::transfer_queue::{local_copy, local_transfer, Way};
 use crate::cl::*;
 use crate::cluster::node::What;
-use crate::enqueue::remote::{self, HostSpan, Staging};
+use crate::enqueue::remote::{self, HostSpan};
+use crate::native::staging::{self, Staging};
 use crate::objects::context::{new_stream, Context};
 use crate::objects::device::Device;
 use crate::objects::event::Event;
@@ -264,7 +265,7 @@ impl StepBytes<'_> {
     fn staging_blocks(&self, device: &Device) -> ClResult<Vec<Arc<Staging>>> {
         // An image's pieces are whole rows, which may exceed the usual piece size.
         let size = self.pieces.iter().map(Range::len).max().unwrap_or(0);
-        (0..remote::WINDOW.min(self.pieces.len()))
+        (0..staging::WINDOW.min(self.pieces.len()))
             .map(|_| staging_near(self.ctx, device, size))
             .collect()
     }

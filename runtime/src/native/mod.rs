@@ -3,6 +3,7 @@
 //! find MirrorCL again). The objects they hand out are typed in `objects`.
 
 mod objects;
+pub mod staging;
 pub mod threads;
 pub use objects::*;
 
@@ -39,12 +40,6 @@ pub fn query_bytes(
         ))?;
     }
     Ok(bytes)
-}
-
-/// A NUL-terminated byte string as Rust text.
-pub fn c_string(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
 type IcdGetPlatformIds = unsafe extern "C" fn(cl_uint, *mut cl_platform_id, *mut cl_uint) -> cl_int;

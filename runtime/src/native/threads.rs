@@ -62,11 +62,11 @@ mod tests {
     #[test]
     fn a_thread_started_since_goes_batch() {
         let before = current();
-        assert!(before.contains(&crate::cluster::host_threads::os_id()));
+        assert!(before.contains(&crate::observe::os_id()));
         let (tx, rx) = std::sync::mpsc::channel();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let worker = std::thread::spawn(move || {
-            tx.send(crate::cluster::host_threads::os_id()).unwrap();
+            tx.send(crate::observe::os_id()).unwrap();
             done_rx.recv().unwrap();
             // SAFETY: reads the calling thread's policy.
             unsafe { libc::sched_getscheduler(0) }

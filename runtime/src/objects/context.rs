@@ -28,7 +28,7 @@ pub struct VendorContext {
     pub vctx: VContext,
     pub devices: Vec<Arc<Device>>,
     /// Page-locked staging of each of its devices (by cluster index), made on first use.
-    pub pinned: Vec<(u32, Arc<crate::enqueue::remote::Pinned>)>,
+    pub pinned: Vec<(u32, Arc<crate::native::staging::Pinned>)>,
 }
 
 /// An internal in-order vendor queue on one device for planned transfers.
@@ -132,7 +132,7 @@ impl Context {
                     .create_context(&vdevs, notify)?;
                 let pinned = (list.iter())
                     .filter_map(|d| Some((d.index, d.vdev.clone()?)))
-                    .map(|(i, vdev)| (i, crate::enqueue::remote::Pinned::new(vctx.clone(), vdev)))
+                    .map(|(i, vdev)| (i, crate::native::staging::Pinned::new(vctx.clone(), vdev)))
                     .collect();
                 Ok(VendorContext {
                     vendor,
@@ -199,7 +199,7 @@ impl Context {
     }
 
     /// `device`'s page-locked staging in this context (a local device of it).
-    pub fn pinned(&self, device: &Device) -> Option<&Arc<crate::enqueue::remote::Pinned>> {
+    pub fn pinned(&self, device: &Device) -> Option<&Arc<crate::native::staging::Pinned>> {
         let vc = self
             .vendor_contexts
             .iter()
@@ -238,7 +238,7 @@ impl Context {
         }
         SchedulerLock {
             sched,
-            _scheduling: crate::objects::event::Scheduling::begin(),
+            _scheduling: crate::cluster::thread_state::Scheduling::begin(),
         }
     }
 
@@ -283,7 +283,7 @@ impl Drop for Context {
 /// (fields drop in order).
 pub struct SchedulerLock<'a> {
     sched: parking_lot::MutexGuard<'a, Scheduler<Arc<Event>>>,
-    _scheduling: crate::objects::event::Scheduling,
+    _scheduling: crate::cluster::thread_state::Scheduling,
 }
 
 impl std::ops::Deref for SchedulerLock<'_> {

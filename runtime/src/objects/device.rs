@@ -102,9 +102,7 @@ fn mirrorcl_answers(
     partition: &[cl_device_partition_property],
 ) {
     let string = |info: &HashMap<cl_device_info, Vec<u8>>, p| {
-        info.get(&p)
-            .map(|b| crate::native::c_string(b))
-            .unwrap_or_default()
+        info.get(&p).map(|b| crate::c_string(b)).unwrap_or_default()
     };
     info.insert(
         CL_DEVICE_PARENT_DEVICE,
@@ -373,7 +371,7 @@ impl Device {
 
     pub fn name(&self) -> String {
         self.info(CL_DEVICE_NAME)
-            .map(crate::native::c_string)
+            .map(crate::c_string)
             .unwrap_or_default()
     }
 

@@ -377,7 +377,7 @@ impl KernelFacts {
                 let access: cl_kernel_arg_access_qualifier =
                     value_of(self.arg_answer(i, CL_KERNEL_ARG_ACCESS_QUALIFIER));
                 let type_name = match self.arg_answer(i, CL_KERNEL_ARG_TYPE_NAME) {
-                    Some(Ok(b)) => crate::native::c_string(b),
+                    Some(Ok(b)) => crate::c_string(b),
                     _ => String::new(),
                 };
                 Some(ArgInfo {

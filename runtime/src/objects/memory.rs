@@ -133,7 +133,7 @@ pub struct SentRead {
     pub range: Range<usize>,
     pub read: Arc<crate::objects::event::Event>,
     /// Alive while a send of it is: afterwards the block may hold other bytes.
-    pub block: std::sync::Weak<crate::enqueue::remote::Staging>,
+    pub block: std::sync::Weak<crate::native::staging::Staging>,
     /// Read ahead for sends that have not shared it yet.
     pub unsent: bool,
 }
@@ -405,9 +405,9 @@ impl Buffer {
         match &self.image {
             Some(image) if self.parent.is_none() => {
                 debug_assert_eq!((offset, len), (0, self.size), "images move whole");
-                image.pieces(crate::enqueue::remote::piece_size(len))
+                image.pieces(crate::native::staging::piece_size(len))
             }
-            _ => crate::enqueue::remote::pieces(offset, len),
+            _ => crate::native::staging::pieces(offset, len),
         }
     }
 

@@ -26,7 +26,7 @@ pub const ICD_SUFFIX: &str = "MCL";
 #[repr(C)]
 pub struct Platform {
     header: Header,
-    pub config: Config,
+    pub config: &'static Config,
     pub vendors: Vec<Vendor>,
     /// The platform's devices in cluster order (root devices only).
     pub devices: Vec<Arc<Device>>,
@@ -46,12 +46,9 @@ pub fn platform() -> &'static Platform {
 impl Platform {
     fn init() -> Platform {
         crate::objects::issuer::init_tracing();
-        let config = Config::load().unwrap_or_else(|why| {
-            crate::diag!("MirrorCL: configuration error: {why}; using defaults");
-            Config::default()
-        });
-        let node = crate::cluster::node::init(&config);
-        let vendors = load_vendors(&config, OWN_MARKER);
+        let config = crate::observe::config::get();
+        let node = crate::cluster::node::node();
+        let vendors = load_vendors(config, OWN_MARKER);
         let mut platform = Platform {
             header: Header::new(),
             config,
@@ -70,7 +67,7 @@ impl Platform {
             unsafe { libc::atexit(report_stats_at_exit) };
         }
         if platform.config.runtime.show_devices && platform.rank == 0 {
-            crate::cluster::replica::diag(&platform.device_table());
+            crate::observe::diag::diag(&platform.device_table());
         }
         tracing::debug!(
             "MirrorCL: {} vendor platform(s), {} device(s)",
@@ -111,7 +108,7 @@ impl Platform {
         let mut mine = mine.into_iter();
         for (r, rank) in all.into_iter().enumerate() {
             if r == 0 {
-                crate::enqueue::remote::set_piece_max(rank.piece_bytes as usize);
+                crate::native::staging::set_piece_max(rank.piece_bytes as usize);
             }
             for desc in rank.devices {
                 let index = devices.len() as u32;
@@ -290,7 +287,7 @@ impl Platform {
 extern "C" fn report_stats_at_exit() {
     let _ = std::panic::catch_unwind(|| {
         if let Some(p) = PLATFORM.get() {
-            crate::observe::stats::report_at_exit(&p.config.runtime.stats);
+            crate::cluster::statistics::report_at_exit(&p.config.runtime.stats);
         }
     });
 }

@@ -436,7 +436,7 @@ impl Program {
         }
         let log = |d: &Device| {
             self.build_info(d, CL_PROGRAM_BUILD_LOG)
-                .map(|b| crate::native::c_string(&b))
+                .map(|b| crate::c_string(&b))
                 .unwrap_or_default()
         };
         let own = log(device);
@@ -541,7 +541,7 @@ impl Program {
             return Ok(names);
         }
         self.vendor_info(CL_PROGRAM_KERNEL_NAMES)
-            .map(|b| crate::native::c_string(&b))
+            .map(|b| crate::c_string(&b))
     }
 
     /// After a build, compile or link attempted on this rank's devices of `list` (empty:
@@ -570,7 +570,7 @@ impl Program {
                 .collect(),
             kernel_names: built.then(|| {
                 self.vendor_info(CL_PROGRAM_KERNEL_NAMES)
-                    .map(|b| crate::native::c_string(&b))
+                    .map(|b| crate::c_string(&b))
                     .unwrap_or_default()
             }),
         };

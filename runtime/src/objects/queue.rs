@@ -224,7 +224,7 @@ impl Queue {
     /// first: commands before it on the same vendor queue are then done too, so events
     /// nobody else holds are simply forgotten and the rest found done by a poll.
     pub fn finish(&self) -> ClResult<()> {
-        let through = crate::objects::event::next_seq() - 1;
+        let through = crate::cluster::host_threads::next_seq() - 1;
         let Some(last) = self.last() else {
             self.waited_through(through);
             return Ok(());

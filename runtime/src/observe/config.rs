@@ -157,12 +157,16 @@ impl Default for DeviceSelection {
     }
 }
 
+/// The largest piece a transfer between ranks moves in (`MIRRORCL_PIECE_MIB`), by
+/// default: the largest page-locked staging block (`native::staging`).
+pub const PIECE_DEFAULT: usize = 4 << 20;
+
 impl Default for RuntimeSettings {
     fn default() -> Self {
         RuntimeSettings {
             spin_us: 150,
             batch_cpu_vendor_threads: true,
-            piece_mib: (crate::enqueue::remote::PIECE_DEFAULT >> 20) as u64,
+            piece_mib: (PIECE_DEFAULT >> 20) as u64,
             wait_timeout_s: 600,
             ahead: 1024,
             context_per_device: false,
@@ -186,6 +190,18 @@ fn list(value: &str) -> Vec<String> {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .collect()
+}
+
+/// This process's configuration, read once (on the first API call; a configuration
+/// error is reported then, and the defaults used).
+pub fn get() -> &'static Config {
+    static CONFIG: std::sync::OnceLock<Config> = std::sync::OnceLock::new();
+    CONFIG.get_or_init(|| {
+        Config::load().unwrap_or_else(|why| {
+            crate::diag!("MirrorCL: configuration error: {why}; using defaults");
+            Config::default()
+        })
+    })
 }
 
 impl Config {

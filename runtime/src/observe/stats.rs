@@ -1,9 +1,8 @@
 //! What this rank did, counted as it happens (relaxed atomics: a few nanoseconds per
-//! command), and reported at exit with `MIRRORCL_STATS`: `1` prints a table, per rank and
+//! command), and reported at exit with `MIRRORCL_STATS` (`cluster::statistics` gathers them): `1` prints a table, per rank and
 //! summed over the cluster (rank 0 prints it); any other value is a path rank 0 writes the
 //! same figures to as JSON. These are the figures of Tables IV.6 and IV.7 of the thesis.
 
-use crate::cluster::wire::Statistics;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -33,16 +32,16 @@ macro_rules! counters {
         impl Figures {
             pub(crate) const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
 
-            fn values(&self) -> Vec<u64> {
+            pub(crate) fn values(&self) -> Vec<u64> {
                 vec![$(self.$name),*]
             }
 
-            fn from_values(v: &[u64]) -> Figures {
+            pub(crate) fn from_values(v: &[u64]) -> Figures {
                 let mut it = v.iter().copied();
                 Figures { $($name: it.next().unwrap_or(0),)* }
             }
 
-            fn add(&mut self, other: &Figures) {
+            pub(crate) fn add(&mut self, other: &Figures) {
                 $(self.$name += other.$name;)*
             }
         }
@@ -97,12 +96,12 @@ pub fn add(counter: &AtomicU64, n: u64) {
 
 /// The report: every rank's figures and their sum.
 #[derive(Serialize)]
-struct Report {
-    ranks: Vec<Figures>,
-    total: Figures,
+pub(crate) struct Report {
+    pub ranks: Vec<Figures>,
+    pub total: Figures,
 }
 
-fn table(report: &Report) -> String {
+pub(crate) fn table(report: &Report) -> String {
     let mut t = String::from("MirrorCL statistics\n");
     t.push_str(&format!("  {:<24}", "figure"));
     for r in 0..report.ranks.len() {
@@ -118,49 +117,6 @@ fn table(report: &Report) -> String {
         t.push_str(&format!(" {:>14}\n", total[i]));
     }
     t
-}
-
-/// At exit (before MPI is finalised): gathers every rank's figures and reports them as
-/// `MIRRORCL_STATS` asks. A collective: every rank exits through here.
-///
-/// Figures that do not decode (a rank still in another collective, another build) are
-/// reported in one line and the statistics left out, but the job is not ended: this runs
-/// in an `atexit` handler, where aborting would replace the program's exit status (and
-/// `MPI_Abort` exits from within `exit`). A rank still inside another collective ends
-/// the job itself, on the same gathered bytes.
-pub fn report_at_exit(target: &str) {
-    let node = crate::cluster::node::node();
-    let mine = COUNTERS.snapshot();
-    let ranks: Vec<Figures> = if node.can_communicate() {
-        match node.try_exchange(&Statistics(mine.values())) {
-            Ok(all) => all.iter().map(|s| Figures::from_values(&s.0)).collect(),
-            Err(e) => {
-                crate::diag!(
-                    "MirrorCL: rank {}: {e}; statistics not reported.",
-                    node.rank
-                );
-                return;
-            }
-        }
-    } else {
-        vec![mine]
-    };
-    if node.rank != 0 {
-        return;
-    }
-    let mut total = Figures::default();
-    for f in &ranks {
-        total.add(f);
-    }
-    let report = Report { ranks, total };
-    if matches!(target, "1" | "true" | "yes") {
-        crate::cluster::replica::diag(&table(&report));
-    } else {
-        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
-        if let Err(e) = std::fs::write(target, text) {
-            crate::diag!("MirrorCL: cannot write statistics to {target}: {e}");
-        }
-    }
 }
 
 #[cfg(test)]

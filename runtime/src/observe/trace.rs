@@ -17,7 +17,7 @@
 //! host as it is (one clock: exact) and aligns the hosts at that point (within the
 //! barrier's exit skew, see `docs/benchmarks.md`).
 
-use crate::objects::event::now_ns;
+use crate::observe::now_ns;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -239,7 +239,7 @@ thread_local! {
 }
 
 fn this_thread() -> Arc<ThreadBuf> {
-    let tid = crate::cluster::host_threads::os_id() as u64;
+    let tid = crate::observe::os_id() as u64;
     let name = std::thread::current().name().map(str::to_string);
     let buf = Arc::new(ThreadBuf::new(tid, name));
     THREADS.lock().push(buf.clone());

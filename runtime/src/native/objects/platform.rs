@@ -51,7 +51,7 @@ impl VPlatform {
 
     /// A platform string (name, version, …).
     pub fn info_string(&self, param: cl_platform_info) -> ClResult<String> {
-        Ok(crate::native::c_string(&self.info(param)?))
+        Ok(crate::c_string(&self.info(param)?))
     }
 
     /// The platform's devices of `device_type` (none is not an error here).
