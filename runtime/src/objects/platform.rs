@@ -45,7 +45,7 @@ pub fn platform() -> &'static Platform {
 
 impl Platform {
     fn init() -> Platform {
-        crate::objects::issuer::init_tracing();
+        crate::observe::init_logging();
         let config = crate::observe::config::get();
         let node = crate::cluster::node::node();
         let vendors = load_vendors(config, OWN_MARKER);

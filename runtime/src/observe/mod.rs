@@ -30,3 +30,15 @@ pub fn now_ns() -> u64 {
         START.get_or_init(Instant::now).elapsed().as_nanos() as u64
     }
 }
+
+/// Logging to standard error, filtered by `MIRRORCL_LOG` (e.g. `MIRRORCL_LOG=debug`);
+/// warnings and errors by default.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MIRRORCL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
