@@ -1,8 +1,7 @@
-//! MirrorCL's runtime: the objects behind the OpenCL handles, the vendor platforms they
-//! drive, one issuer thread per actual device, and the glue to the scheduler.
-//!
-//! The `icd` crate validates arguments and converts handles; everything it calls lives
-//! here. See `docs/architecture.md` for the data path of one command.
+//! MirrorCL's runtime: everything the `icd` crate calls once it has validated an API
+//! call's arguments and converted its handles. Five layers, each a folder that uses only
+//! those below it (`docs/architecture.md`, "Layers"; `tests/layers.rs` holds the order):
+//! `observe` < `cluster` < `native` < `objects` < `enqueue`.
 
 pub mod cluster;
 pub mod enqueue;

@@ -1,4 +1,4 @@
-//! Host programs with several threads (issue 16). In a cluster every rank runs the
+//! Host programs with several threads. In a cluster every rank runs the
 //! whole host program, but its threads interleave their OpenCL calls differently on
 //! each rank. What must agree between ranks is therefore named per thread, not by the
 //! global call order:

@@ -507,7 +507,7 @@ mod tests {
         }
     }
 
-    /// Issue 16: two host threads per rank exchange in a different order on each rank
+    /// Threaded host programs: two host threads per rank exchange in a different order on each rank
     /// (rank-dependent pauses), with collectives and tagged messages; each thread's
     /// exchanges meet their own on every rank.
     #[test]

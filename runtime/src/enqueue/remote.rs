@@ -293,7 +293,7 @@ mod tests {
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
 
-    // Cross-rank transfers in pieces over the in-process communicator (issue 13): two ranks
+    // Cross-rank transfers in pieces over the in-process communicator: two ranks
     // as threads, without mpirun or devices. Rank 0 sends and rank 1 receives each planned
     // step the way `enqueue::transfer_steps` runs one: both take one tag per piece
     // with `Node::tags_with` when they plan it, and post one message per piece; a

@@ -1,4 +1,4 @@
-//! Host threads racing on one buffer (issue 16). Every rank schedules a buffer's
+//! Host threads racing on one buffer. Every rank schedules a buffer's
 //! accesses in the order its threads enqueue them; two threads whose conflicting
 //! commands the program does not order enqueue them in a different order on each rank,
 //! and the ranks' plans part silently. Such a program races natively too (OpenCL runs

@@ -26,7 +26,7 @@ pub use watch::{forget_watched, watch};
 /// A job as it reaches the issuer: boxed once, it moves through the channel, the
 /// batch, the held queues and the pile of what jobs leave as one pointer. Each move of
 /// the description itself (some 200 bytes) was a `memcpy`, about 600 instructions a
-/// job in all (the seventeenth steps).
+/// job in all.
 type Handed = Box<Job>;
 
 /// What reaches an issuer: a job, word that a dependency of a held job is done, or

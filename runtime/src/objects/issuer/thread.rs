@@ -170,7 +170,7 @@ impl Held {
     /// here: what it waits for may wait, through another device's commands and a
     /// bridge, for that job, which only this thread can issue. Three PoCL devices with
     /// a vendor context each hung so (`pingpong`, about one run in fifty on two busy
-    /// cores, before this session's changes too): a blocking read waited for a write,
+    /// cores): a blocking read waited for a write,
     /// the write through a bridge for a read held on this issuer.
     pub(super) fn blocks_too_soon(&self, job: &JobInfo) -> bool {
         job.blocking
