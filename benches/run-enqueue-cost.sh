@@ -97,15 +97,15 @@ burst() {
 # How many jobs the issuer thread in DIR ran (calls of its job function).
 jobs_run() {
   # Callgrind names a function once, then by its number: "cfn=(73650)".
-  awk '/^c?fn=\([0-9]+\) .*issuer::run_job$/ {split($1, p, /[()]/); id = p[2]}
-    id != "" && $0 == "cfn=(" id ")" || /^cfn=\([0-9]+\) .*issuer::run_job$/ {c = 1; next}
+  awk '/^c?fn=\([0-9]+\) .*issuer::thread::run_job$/ {split($1, p, /[()]/); id = p[2]}
+    id != "" && $0 == "cfn=(" id ")" || /^cfn=\([0-9]+\) .*issuer::thread::run_job$/ {c = 1; next}
     c && /^calls=/ {n += substr($1, 7)} {c = 0}
     END {print n + 0}' "$(issuing "$1")"
 }
 # The profile of the thread that issues the burst's kernels in DIR.
 issuing() {
   local f
-  f=$(grep -l "issuer::run_job" "$1"/callgrind.out.*-* 2>/dev/null | head -n 1)
+  f=$(grep -l "issuer::thread::run_job" "$1"/callgrind.out.*-* 2>/dev/null | head -n 1)
   echo "${f:-$(profile "$1")}"
 }
 # SCRIPT's report on the first two figures of TAG (the burst's profile has no cache

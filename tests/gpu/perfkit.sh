@@ -2,7 +2,7 @@
 # Packs this machine's `perf` with the libraries the GPU machine lacks into
 # target/perfkit/ (carry it with target/gpu): the GPU machine has no perf, and sampling
 # a rank there is how the progress thread's pass over every posted receive was found
-# (docs/benchmarks.md, "long runs, and who sets the pace"). Needs `perf` here
+# (docs/performance-notes.md, "Cross-rank transfers"). Needs `perf` here
 # (linux-perf).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
