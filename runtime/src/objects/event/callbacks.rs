@@ -24,7 +24,7 @@ pub(super) enum Callback {
 }
 
 impl Callback {
-    pub(super) fn due(&self, status: cl_int) -> bool {
+    fn due(&self, status: cl_int) -> bool {
         match self {
             Callback::User { stage, .. } => status <= *stage,
             _ => status <= CL_COMPLETE,
@@ -37,15 +37,15 @@ pub(super) type Callbacks = SmallVec<[Callback; 2]>;
 
 /// An event completing after its dependencies (`complete_after_ordered`).
 pub(super) struct Join {
-    pub(super) event: Arc<Event>,
-    pub(super) remaining: AtomicI32,
-    pub(super) error: AtomicI32,
+    event: Arc<Event>,
+    remaining: AtomicI32,
+    error: AtomicI32,
 }
 
 impl Join {
     /// One dependency done with `status`; only one whose failure counts (`fails`)
     /// fails the event.
-    pub(super) fn arrive(&self, status: cl_int, fails: bool) {
+    fn arrive(&self, status: cl_int, fails: bool) {
         let status = if fails {
             status
         } else {
@@ -149,11 +149,7 @@ impl Event {
         self.on_done_as(f, true);
     }
 
-    pub(super) fn on_done_as(
-        self: &Arc<Self>,
-        f: impl FnOnce(cl_int) + Send + 'static,
-        first: bool,
-    ) {
+    fn on_done_as(self: &Arc<Self>, f: impl FnOnce(cl_int) + Send + 'static, first: bool) {
         if self.is_done() {
             return f(self.status());
         }
@@ -168,7 +164,7 @@ impl Event {
     }
 
     /// Keeps `callback` for when the event is done, or hands it back if it is.
-    pub(super) fn push_callback(self: &Arc<Self>, callback: Callback) -> Result<(), Callback> {
+    fn push_callback(self: &Arc<Self>, callback: Callback) -> Result<(), Callback> {
         let mut st = self.state.lock();
         if self.is_done() {
             return Err(callback);

@@ -7,12 +7,12 @@ use super::*;
 /// for (a kernel and the read after it, the writes a merged write carries) are then
 /// found done without asking the vendor again.
 pub struct SharedVEvent {
-    pub(super) ev: VEvent,
+    ev: VEvent,
     /// `NOT_FOUND` until a poll found the vendor done with it.
-    pub(super) found: AtomicI32,
+    found: AtomicI32,
 }
 
-pub(super) const NOT_FOUND: cl_int = cl_int::MAX;
+const NOT_FOUND: cl_int = cl_int::MAX;
 
 impl SharedVEvent {
     pub fn new(ev: VEvent) -> SharedVEvent {
@@ -23,7 +23,7 @@ impl SharedVEvent {
     }
 
     /// The final status, if the vendor is done with the command.
-    pub(super) fn final_status(&self) -> Option<cl_int> {
+    fn final_status(&self) -> Option<cl_int> {
         let found = self.found.load(Ordering::Acquire);
         if found != NOT_FOUND {
             return Some(found);

@@ -9,18 +9,14 @@ impl Event {
         let _ = self.waits_elsewhere.set(events);
     }
 
-    pub(super) fn waits_elsewhere(&self) -> &[Weak<Event>] {
+    fn waits_elsewhere(&self) -> &[Weak<Event>] {
         self.waits_elsewhere.get().map_or(&[], Vec::as_slice)
     }
 
     /// The statuses this rank reports for the commands of other ranks that `events`
     /// wait for (`waits_elsewhere`): those it owns, numbered from `first` in the order
     /// every rank lists them.
-    pub(super) fn elsewhere_statuses(
-        events: &[Arc<Event>],
-        first: u32,
-        rank: u32,
-    ) -> Vec<(u32, cl_int)> {
+    fn elsewhere_statuses(events: &[Arc<Event>], first: u32, rank: u32) -> Vec<(u32, cl_int)> {
         let waited = events.iter().flat_map(|e| e.waits_elsewhere());
         (waited.enumerate())
             .filter_map(|(k, w)| {
@@ -31,7 +27,7 @@ impl Event {
     }
 
     /// Which of `events` waits for the `k`-th command of `elsewhere_statuses`.
-    pub(super) fn waiting_for(events: &[Arc<Event>], k: usize) -> Option<&Arc<Event>> {
+    fn waiting_for(events: &[Arc<Event>], k: usize) -> Option<&Arc<Event>> {
         let mut k = k;
         for e in events {
             let n = e.waits_elsewhere().len();
@@ -81,7 +77,7 @@ impl Event {
         status
     }
 
-    pub(super) fn wait_inner(self: &Arc<Self>) -> cl_int {
+    fn wait_inner(self: &Arc<Self>) -> cl_int {
         let platform = crate::objects::platform::platform();
         let start = Instant::now();
         // Polling the vendor's status while spinning catches completion sooner than a
@@ -129,7 +125,7 @@ impl Event {
         }
     }
 
-    pub(super) fn deadline_expired(&self, waited: Duration) -> ! {
+    fn deadline_expired(&self, waited: Duration) -> ! {
         let p = crate::objects::platform::platform();
         let node = crate::cluster::node::node();
         let mut report = format!(
@@ -167,7 +163,7 @@ impl Event {
     /// The commands it waits for that are not done, and theirs (`depth` levels below
     /// the first), for a deadline report: whether each reached its vendor tells a
     /// command held back from one stuck inside the vendor.
-    pub(super) fn report_unfinished_deps(&self, report: &mut String, depth: usize) {
+    fn report_unfinished_deps(&self, report: &mut String, depth: usize) {
         let deps: Vec<Arc<Event>> = (self.state.lock().waits_for.iter())
             .filter_map(Weak::upgrade)
             .filter(|d| !d.is_done())
@@ -260,7 +256,7 @@ pub fn wait_all(events: &[Arc<Event>]) -> ClResult<()> {
 /// garbage collector runs, as pyopencl's "nanny" events do), and two ranks need not wait
 /// in the same order. (A failure of a command of another rank in a waited command's wait
 /// list is not carried here, only the waited commands' own statuses.)
-pub(super) fn statuses_from_owners(events: &[Arc<Event>]) {
+fn statuses_from_owners(events: &[Arc<Event>]) {
     let node = crate::cluster::node::node();
     let what = crate::cluster::node::What {
         command: "a waited command's status",

@@ -7,14 +7,14 @@ use super::*;
 /// the next command on that queue that has one.
 pub struct Deferred {
     pub(super) vqueue: Arc<VQueue>,
-    pub(super) context: ContextKey,
-    pub(super) stream: u64,
+    context: ContextKey,
+    stream: u64,
     pub events: Vec<Arc<Event>>,
 }
 
 impl Deferred {
     /// `ev`, of a later command on their vendor queue, stands for them.
-    pub(super) fn back_with(&self, ev: &Arc<SharedVEvent>) {
+    fn back_with(&self, ev: &Arc<SharedVEvent>) {
         for e in &self.events {
             e.attach_vendor(VendorEvent {
                 ev: ev.clone(),
@@ -225,7 +225,7 @@ impl IssuerState {
 }
 
 /// Completes deferred commands whose backing command failed: waits for their queue.
-pub(super) fn finish_deferred(d: Deferred) {
+fn finish_deferred(d: Deferred) {
     // As before a blocking job: what this thread polls is left to the vendor's callbacks
     // while it blocks, or a command on that queue behind a bridge to one of them would
     // never go.

@@ -87,18 +87,18 @@ pub(super) fn run(
 /// 122-126 µs an iteration at 4 ranks against 114-117 without, and the 2-rank stencil
 /// 48-59 µs a step against 48-52; the read is polled between those jobs instead.
 #[derive(Default)]
-pub(super) struct Held {
-    pub(super) queues: Vec<(usize, VecDeque<Handed>)>,
+struct Held {
+    queues: Vec<(usize, VecDeque<Handed>)>,
 }
 
 impl Held {
-    pub(super) fn holds_queue(&self, job: &JobInfo) -> bool {
+    fn holds_queue(&self, job: &JobInfo) -> bool {
         self.queues.iter().any(|(q, _)| *q == job.vqueue)
     }
 
     /// Each dependency the vendor cannot wait on wakes the issuer when done (one held
     /// only behind another on its queue needs none: it goes when that one has).
-    pub(super) fn hold(&mut self, job: Handed, wake: &Sender<Message>) {
+    fn hold(&mut self, job: Handed, wake: &Sender<Message>) {
         if crate::observe::trace::on() {
             // The commands it waits for that the vendor cannot (up to three).
             let mut by = job.info.unready().map(|d| d.seq);
@@ -147,7 +147,7 @@ impl Held {
 
     /// Issues every held job, in order on each queue, ready or not (the vendor waits
     /// for the rest through bridges).
-    pub(super) fn release_all(&mut self, state: &mut IssuerState, shared: &Shared) {
+    fn release_all(&mut self, state: &mut IssuerState, shared: &Shared) {
         // In hand-over order across queues: a blocking job among them must find every
         // older one issued (`blocks_too_soon`).
         while let Some(i) = self.first_by(|job| Some(job.order)) {
@@ -159,7 +159,7 @@ impl Held {
     }
 
     /// The queue whose first job has the least `key` (none: not eligible).
-    pub(super) fn first_by<K: Ord>(&self, key: impl Fn(&JobInfo) -> Option<K>) -> Option<usize> {
+    fn first_by<K: Ord>(&self, key: impl Fn(&JobInfo) -> Option<K>) -> Option<usize> {
         (self.queues.iter().enumerate())
             .filter_map(|(i, (_, jobs))| Some((key(&jobs.front()?.info)?, i)))
             .min()
@@ -172,7 +172,7 @@ impl Held {
     /// a vendor context each hung so (`pingpong`, about one run in fifty on two busy
     /// cores): a blocking read waited for a write,
     /// the write through a bridge for a read held on this issuer.
-    pub(super) fn blocks_too_soon(&self, job: &JobInfo) -> bool {
+    fn blocks_too_soon(&self, job: &JobInfo) -> bool {
         job.blocking
             && (self.queues.iter())
                 .any(|(_, jobs)| jobs.front().is_some_and(|j| j.info.order < job.order))
@@ -184,7 +184,7 @@ impl Held {
     /// goes first, transfer writes after the others (`JobInfo::late`): a stencil's
     /// boundary read, which the neighbour waits for, went after the next step's copy and
     /// kernel of the application queue, some 11 µs later on an H100.
-    pub(super) fn release(&mut self, state: &mut IssuerState, shared: &Shared) {
+    fn release(&mut self, state: &mut IssuerState, shared: &Shared) {
         while let Some(i) = self.next_ready() {
             let job = self.queues[i].1.pop_front().expect("a first job");
             let absorbed = self.landed_after(i, &job.info);
@@ -213,7 +213,7 @@ impl Held {
     /// follow it there into the bytes right after its own, whose bytes may go with it in
     /// one vendor write. An all-to-all lands one piece from each rank side by side (the
     /// hand-written twin writes them with one call; IV.7.2 at 4 ranks made three).
-    pub(super) fn landed_after(&mut self, i: usize, first: &JobInfo) -> Vec<Handed> {
+    fn landed_after(&mut self, i: usize, first: &JobInfo) -> Vec<Handed> {
         let mut taken = Vec::new();
         let Some(l) = first.landing.as_ref().filter(|_| first.mergeable()) else {
             return taken;
@@ -240,7 +240,7 @@ impl Held {
     /// for nothing else not done (its event completes when the kernel's would). A read
     /// another rank waits for follows the kernel that wrote its bytes so (IV.7.2, a
     /// stencil's boundary rows): NVIDIA charges an event 1.0-1.4 µs at the launch.
-    pub(super) fn backs(&self, i: usize, first: &JobInfo) -> bool {
+    fn backs(&self, i: usize, first: &JobInfo) -> bool {
         let kernel = matches!(
             first.command_type,
             CL_COMMAND_NDRANGE_KERNEL | CL_COMMAND_TASK
@@ -255,7 +255,7 @@ impl Held {
 
     /// The queue whose first held job `release` issues next: ready, not blocking too
     /// soon, the oldest, transfer writes last.
-    pub(super) fn next_ready(&self) -> Option<usize> {
+    fn next_ready(&self) -> Option<usize> {
         self.first_by(|job| {
             (job.ready() && !self.blocks_too_soon(job)).then_some((job.late, job.order))
         })
@@ -268,7 +268,7 @@ impl Held {
 /// follows (a blocking job must find everything before it backed). The job that follows
 /// must be free of pending dependencies: otherwise the kernel's completion would wait
 /// for them, and they may wait for the kernel (through another device, or another rank).
-pub(super) fn sharing(batch: &[Handed]) -> Vec<bool> {
+fn sharing(batch: &[Handed]) -> Vec<bool> {
     let mut share = vec![false; batch.len()];
     // Per vendor queue, whether the next job of the batch on it is free.
     let mut later_queues: Vec<(usize, bool)> = Vec::new();
@@ -293,7 +293,7 @@ pub(super) fn sharing(batch: &[Handed]) -> Vec<bool> {
 
 /// Landed write `first` and those after it (`Held::landed_after`) as one vendor write:
 /// made by the last, the others absorbed into it, each completing with it.
-pub(super) fn run_merged(first: Handed, rest: Vec<Handed>, state: &mut IssuerState) {
+fn run_merged(first: Handed, rest: Vec<Handed>, state: &mut IssuerState) {
     let mut jobs = vec![first];
     jobs.extend(rest);
     let landings: Vec<&Landing> = (jobs.iter())
@@ -334,7 +334,7 @@ pub(super) fn run_merged(first: Handed, rest: Vec<Handed>, state: &mut IssuerSta
 
 /// Runs a job; traced, its span is the vendor call, and says how long the job waited
 /// on this thread's channel since it was handed over.
-pub(super) fn run_job(mut job: Handed, how: RunAs, state: &mut IssuerState) {
+fn run_job(mut job: Handed, how: RunAs, state: &mut IssuerState) {
     let (command_type, seq) = (job.info.command_type, job.info.seq);
     // Taken out for its one call; the box, with the description, goes to the pile
     // whole.
@@ -385,12 +385,12 @@ pub enum Left {
 }
 
 /// How much an issuer lets pile up before dropping it anyway.
-pub(super) const LEFT_AT_MOST: usize = 1024;
+const LEFT_AT_MOST: usize = 1024;
 
 thread_local! {
     /// On an issuer thread, what its jobs left (`Left`); None elsewhere (a thread that
     /// runs a job itself drops at once).
-    pub(super) static LEFT: std::cell::RefCell<Option<Vec<Left>>> = const { std::cell::RefCell::new(None) };
+    static LEFT: std::cell::RefCell<Option<Vec<Left>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Drops `left` now, or on an issuer once it has nothing to run.
@@ -408,7 +408,7 @@ pub fn leave(left: Left) {
 }
 
 /// Drops what this issuer's jobs left (taken out first: a drop may leave more).
-pub(super) fn drop_left() {
+fn drop_left() {
     let pile = LEFT.with(|l| {
         (l.borrow_mut().as_mut())
             .filter(|pile| !pile.is_empty())
@@ -419,7 +419,7 @@ pub(super) fn drop_left() {
 
 /// Spins for `spin` (while a core is free: `crate::objects::spin`) before parking on the
 /// channel, polling the watched events meanwhile.
-pub(super) fn next_message(rx: &Receiver<Message>, spin: Duration) -> Option<Message> {
+fn next_message(rx: &Receiver<Message>, spin: Duration) -> Option<Message> {
     let mut spin = crate::objects::spin::Spin::new(spin);
     let mut turns = 0u32;
     loop {

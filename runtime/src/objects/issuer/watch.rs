@@ -4,14 +4,14 @@
 use super::*;
 
 /// A watched event, and whether its vendor callback is registered.
-pub(super) type Watched = (Arc<Event>, bool);
+type Watched = (Arc<Event>, bool);
 
 /// The watched events, each list oldest first: those another rank waits for
 /// (`Event::is_urgent`: reads whose bytes are sent), then the others.
 #[derive(Default)]
 pub(super) struct Watching {
-    pub(super) urgent: VecDeque<Watched>,
-    pub(super) rest: VecDeque<Watched>,
+    urgent: VecDeque<Watched>,
+    rest: VecDeque<Watched>,
 }
 
 thread_local! {
@@ -53,20 +53,20 @@ pub(super) const POLL_AT_ONCE: usize = 8;
 /// depend on (PoCL), a program far ahead has hundreds of them queued there: polled all
 /// at every turn, IV.7.2's issuer at 4 ranks on PoCL spent 1.2 s of a 4.5 s run in
 /// polls. Where they are held until the vendor can take them (GPUs) there are a few.
-pub(super) const POLL_URGENT_AT_ONCE: usize = 32;
+const POLL_URGENT_AT_ONCE: usize = 32;
 
 /// How often the issuer, between jobs it has ready, also polls events no other rank
 /// waits for.
-pub(super) const POLL_REST_EVERY: Duration = Duration::from_micros(50);
+const POLL_REST_EVERY: Duration = Duration::from_micros(50);
 
 /// How long the events no other rank waits for may go unpolled while an urgent one is
 /// pending (`poll_watched_up_to`): a bound, since an urgent read may wait in the vendor,
 /// through a bridge, for one of them.
-pub(super) const URGENT_FIRST_FOR: Duration = Duration::from_micros(200);
+const URGENT_FIRST_FOR: Duration = Duration::from_micros(200);
 
 thread_local! {
     /// When this issuer last polled the events no other rank waits for.
-    pub(super) static LAST_REST_POLL: std::cell::Cell<Option<std::time::Instant>> =
+    static LAST_REST_POLL: std::cell::Cell<Option<std::time::Instant>> =
         const { std::cell::Cell::new(None) };
 }
 
@@ -141,7 +141,7 @@ pub(super) fn poll_watched_up_to(at_most: usize) -> bool {
 
 /// Polls `list` from the front until `at_most` events are found pending, dropping those
 /// done in place; the rest of the list is not looked at.
-pub(super) fn poll_front(list: &mut VecDeque<Watched>, at_most: usize) {
+fn poll_front(list: &mut VecDeque<Watched>, at_most: usize) {
     let (mut i, mut pending) = (0, 0);
     while pending < at_most && i < list.len() {
         let (event, registered) = &list[i];

@@ -6,9 +6,9 @@ use super::*;
 /// The progress thread's side of the alert communicator: answers other ranks' requests
 /// for this rank's call history, and asks for another's.
 pub(super) struct Asks {
-    pub(super) alert: RawComm,
-    pub(super) request: ffi::MPI_Request,
-    pub(super) word: Box<[u8; 8]>,
+    alert: RawComm,
+    request: ffi::MPI_Request,
+    word: Box<[u8; 8]>,
 }
 
 impl Asks {
@@ -23,7 +23,7 @@ impl Asks {
         asks
     }
 
-    pub(super) fn listen(&mut self) {
+    fn listen(&mut self) {
         // SAFETY: `word` lives as long as the request (in `self`, boxed).
         unsafe {
             ffi::MPI_Irecv(

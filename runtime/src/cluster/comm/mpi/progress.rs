@@ -4,31 +4,31 @@
 use super::*;
 
 /// The progress thread's state.
-pub(super) struct Progress {
-    pub(super) rank: u32,
-    pub(super) comm: RawComm,
+struct Progress {
+    rank: u32,
+    comm: RawComm,
     pub(super) active: VecDeque<Active>,
-    pub(super) pending: Pending,
+    pending: Pending,
     pub(super) asks: Asks,
     /// Reused by `test_requests`: the requests in flight, and MPI's indices of those done.
-    pub(super) scratch: Vec<ffi::MPI_Request>,
-    pub(super) indices: Vec<c_int>,
+    scratch: Vec<ffi::MPI_Request>,
+    indices: Vec<c_int>,
     /// For each request in `scratch`: its transfer in `active` and its place there.
-    pub(super) owners: Vec<(usize, usize)>,
+    owners: Vec<(usize, usize)>,
     /// How many sends are in flight: they lead `active`, newest first, and receives
     /// follow, oldest first (`start`).
-    pub(super) sends: usize,
+    sends: usize,
     /// Where the rotating part of the next turn's test starts among the later
     /// receives (`test_requests`).
-    pub(super) cursor: usize,
+    cursor: usize,
     /// When the deadline is looked at next (it costs a pass over the transfers).
-    pub(super) next_deadline_check: Instant,
+    next_deadline_check: Instant,
     /// When the transfers in flight were last published for reports, and whether there
     /// were none then (`publish`).
-    pub(super) published: (Instant, bool),
+    published: (Instant, bool),
     pub(super) blocks: ReceiveBlocks,
     /// Receives not posted yet, in plan order, with when they came (`post_waiting`).
-    pub(super) waiting: VecDeque<(Transfer, Instant)>,
+    waiting: VecDeque<(Transfer, Instant)>,
 }
 
 /// How many receives are posted to MPI at once, and how many more one progress turn
@@ -37,8 +37,8 @@ pub(super) struct Progress {
 /// send queued behind them waited 53 µs on two H200. Later receives wait in plan order:
 /// a message that comes first waits in MPI, and no planned receive waits for a later one
 /// (a transfer follows only what was planned before it).
-pub(super) const RECEIVES_POSTED: usize = 64;
-pub(super) const RECEIVES_POSTED_PER_TURN: usize = 4;
+const RECEIVES_POSTED: usize = 64;
+const RECEIVES_POSTED_PER_TURN: usize = 4;
 
 /// How many of the oldest receives every progress turn tests, and how many of the later
 /// ones it tests in turn. A program enqueuing far ahead posts a receive per transfer
@@ -47,25 +47,21 @@ pub(super) const RECEIVES_POSTED_PER_TURN: usize = 4;
 /// (the progress thread in a pass over them 60% of its time); testing these windows,
 /// 0.17 ms. Messages mostly arrive in the order their receives were planned; a later
 /// one is found within a few turns.
-pub(super) const TESTED_OLDEST: usize = 32;
-pub(super) const TESTED_IN_TURN: usize = 32;
+const TESTED_OLDEST: usize = 32;
+const TESTED_IN_TURN: usize = 32;
 
 /// How often the list of transfers in flight is published for reports at most (each
 /// publication copies it); at once when it empties or stops being empty (`shut_down`
 /// waits for it to be empty).
-pub(super) const PUBLISH_EVERY: Duration = Duration::from_millis(10);
+const PUBLISH_EVERY: Duration = Duration::from_millis(10);
 
 /// A progress turn longer than this shows in the trace (`slow progress turn`).
-pub(super) const SLOW_TURN_NS: u64 = 5_000;
+const SLOW_TURN_NS: u64 = 5_000;
 
 /// The transfers a progress turn tests, of `n` in flight whose first `sends` are sends:
 /// every send, the `TESTED_OLDEST` oldest receives, and `TESTED_IN_TURN` of the later
 /// ones from `cursor` on (wrapping around); with the cursor of the next turn.
-pub(super) fn turn_window(
-    n: usize,
-    sends: usize,
-    cursor: usize,
-) -> (impl Iterator<Item = usize>, usize) {
+fn turn_window(n: usize, sends: usize, cursor: usize) -> (impl Iterator<Item = usize>, usize) {
     let first = (sends + TESTED_OLDEST).min(n);
     let rest = n - first;
     let (from, k, next) = match rest {
@@ -171,7 +167,7 @@ pub(super) fn progress_loop(
 
 impl Progress {
     /// A new transfer: a send starts at once, a receive waits its turn to be posted.
-    pub(super) fn take(&mut self, t: Transfer) {
+    fn take(&mut self, t: Transfer) {
         if t.direction == Direction::Send {
             self.start(t);
         } else {
@@ -180,7 +176,7 @@ impl Progress {
     }
 
     /// Posts waiting receives while fewer than `RECEIVES_POSTED` are; whether it did.
-    pub(super) fn post_waiting(&mut self) -> bool {
+    fn post_waiting(&mut self) -> bool {
         let mut posted = 0;
         while posted < RECEIVES_POSTED_PER_TURN && self.active.len() - self.sends < RECEIVES_POSTED
         {
@@ -193,7 +189,7 @@ impl Progress {
         posted > 0
     }
 
-    pub(super) fn start(&mut self, t: Transfer) {
+    fn start(&mut self, t: Transfer) {
         let traced = crate::observe::trace::begin();
         match post(self.comm, &t, &mut self.blocks) {
             Ok(mut active) => {
@@ -219,7 +215,7 @@ impl Progress {
     }
 
     /// Which transfers this turn tests (`turn_window`).
-    pub(super) fn tested(&mut self) -> impl Iterator<Item = usize> {
+    fn tested(&mut self) -> impl Iterator<Item = usize> {
         let (tested, cursor) = turn_window(self.active.len(), self.sends, self.cursor);
         self.cursor = cursor;
         tested
@@ -230,7 +226,7 @@ impl Progress {
     /// number of transfers planned ahead. Should it report an error, each request is
     /// tested on its own (one that fails, a truncated message, must not end the
     /// transfer while its others still use the buffers).
-    pub(super) fn test_requests(&mut self) -> Vec<usize> {
+    fn test_requests(&mut self) -> Vec<usize> {
         // SAFETY: a null request handle to compare with.
         let null = unsafe { ffi::RSMPI_REQUEST_NULL };
         let mut reqs = std::mem::take(&mut self.scratch);
@@ -291,7 +287,7 @@ impl Progress {
     }
 
     /// Runs the `done` of every transfer MPI finished; whether there was one.
-    pub(super) fn complete_finished(&mut self) -> bool {
+    fn complete_finished(&mut self) -> bool {
         let touched = self.test_requests();
         let mut progressed = false;
         // SAFETY: a null request handle to compare with.
@@ -387,7 +383,7 @@ impl Progress {
     }
 
     /// Reports every transfer in flight and ends the job once the oldest is overdue.
-    pub(super) fn check_deadline(&mut self, timeout: Option<Duration>) {
+    fn check_deadline(&mut self, timeout: Option<Duration>) {
         let now = Instant::now();
         if now < self.next_deadline_check {
             return;
@@ -415,13 +411,13 @@ impl Progress {
 
     /// A message showed the replicas diverged: asks its sender for its call history
     /// (a few seconds at most), reports the first call that differs, ends the job.
-    pub(super) fn diverged(&mut self, peer: u32, text: &str) -> ! {
+    fn diverged(&mut self, peer: u32, text: &str) -> ! {
         let theirs = self.asks.history_of(peer);
         crate::diag!("{}", divergence_report(self.rank, peer, text, theirs));
         crate::cluster::node::node().abort()
     }
 
-    pub(super) fn publish(&mut self) {
+    fn publish(&mut self) {
         let (at, was_empty) = self.published;
         let now = Instant::now();
         let empty = self.active.is_empty() && self.waiting.is_empty();

@@ -35,24 +35,24 @@ pub(super) struct Active {
 /// limit counts its own headers: a ping-pong of 4,040 bytes took 0.4 µs, of 4,050 and
 /// more 2.3 µs (Open MPI 4.1, `btl_vader_eager_limit` 4096), so a frame of 4 KiB went
 /// by rendezvous too.
-pub(super) const FRAME: usize = (4 << 10) - 64;
+const FRAME: usize = (4 << 10) - 64;
 
 /// Transfers up to this size travel as one message, header and bytes (copied through
 /// `Active::staged`): a second message per small transfer cost the IV.7.2
 /// microbenchmark a fifth of its iteration on two GPUs.
-pub(super) const PACKED_MAX: usize = FRAME - 32;
+const PACKED_MAX: usize = FRAME - 32;
 
 /// A packed receive has room for a message this long: one longer than planned (the
 /// replicas diverged) arrives whole, for its header to say so, rather than truncated.
-pub(super) const PACKED_ROOM: usize = 16 << 10;
+const PACKED_ROOM: usize = 16 << 10;
 
 /// Transfers up to this size move their bytes in `FRAME`s, eagerly; larger ones in
 /// chunks of up to `CHUNK` (a 64 KiB copy between two H100 ranks took 72 µs in 4 KiB
 /// frames, 49 in one message).
-pub(super) const FRAMED_MAX: usize = 16 << 10;
+const FRAMED_MAX: usize = 16 << 10;
 
 /// The size of the messages carrying a transfer's bytes after its header.
-pub(super) fn chunk_for(len: usize) -> usize {
+fn chunk_for(len: usize) -> usize {
     if len <= FRAMED_MAX {
         FRAME
     } else {
@@ -69,15 +69,15 @@ pub(super) fn chunk_for(len: usize) -> usize {
 #[derive(Default)]
 pub(super) struct ReceiveBlocks {
     /// Free blocks by length (a packed receive's, or a framed one's).
-    pub(super) free: Vec<(usize, Vec<Vec<u8>>)>,
+    free: Vec<(usize, Vec<Vec<u8>>)>,
 }
 
 /// How many free blocks of one length are kept (16 KiB each for packed receives).
-pub(super) const BLOCKS_KEPT: usize = 256;
+const BLOCKS_KEPT: usize = 256;
 
 impl ReceiveBlocks {
     /// A block of `len` bytes, recycled when one is free.
-    pub(super) fn take(&mut self, len: usize) -> Vec<u8> {
+    fn take(&mut self, len: usize) -> Vec<u8> {
         (self.free.iter_mut())
             .find(|(l, _)| *l == len)
             .and_then(|(_, blocks)| blocks.pop())
@@ -180,7 +180,7 @@ pub(super) fn post(
 
 /// Posts one message of `n` bytes at `ptr` to or from `peer`. The caller keeps the
 /// bytes valid until the request completes; `n` is at most `CHUNK`.
-pub(super) fn post_one(
+fn post_one(
     comm: RawComm,
     send: bool,
     ptr: *mut u8,
