@@ -1,7 +1,8 @@
 """Runs pyopencl's test suite natively and on MirrorCL and compares them per test.
 
 Called by run.sh with the venv's Python. Every configuration (platform x device count)
-runs each test file in its own pytest process; results come from results_plugin.py as
+runs each test file in its own pytest process, a file's configurations one after the
+other and up to --jobs files at once; results come from results_plugin.py as
 they happen. A process that dies (signal) or hangs (timeout) marks the test it was
 running as "crashed"/"timeout" and the file is run again without the tests already
 done, so a crash hides no test. Exit status 1 when a test passing natively does not
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -82,43 +84,67 @@ def main():
     ap.add_argument("--devices", default="1,2", help="PoCL device counts, comma-separated")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per pytest process")
     ap.add_argument("--start", type=float, help="epoch seconds the stage began")
+    ap.add_argument("--cache", required=True,
+                    help="directory of pyopencl's binary caches (one per test file)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="test files run at once (default: the CPUs)")
     args = ap.parse_args()
     logs = Path(args.logs)
     files = args.files.split(",")
 
     base = {k: v for k, v in os.environ.items()
             if k not in ("OCL_ICD_VENDORS", "OPENCL_VENDOR_PATH", "PYOPENCL_TEST",
-                         "POCL_DEVICES", "PYOPENCL_CTX")}
+                         "POCL_DEVICES", "PYOPENCL_CTX", "XDG_CACHE_HOME")}
     platforms = {
         # The wheel's own ICD loader reads /etc/OpenCL/vendors (PoCL) by default.
-        "native": {"PYOPENCL_TEST": "portable"},
+        "native": ("portable", {}),
         # OCL_ICD_VENDORS: the loader lists MirrorCL alone; MirrorCL itself drives the
         # platforms of MIRRORCL_VENDORS (default /etc/OpenCL/vendors: PoCL).
-        "mirrorcl": {"PYOPENCL_TEST": "mirrorcl",
-                     "OCL_ICD_VENDORS": str(Path(args.icd_dir).resolve()) + "/"},
+        "mirrorcl": ("mirrorcl", {"OCL_ICD_VENDORS": str(Path(args.icd_dir).resolve()) + "/"}),
     }
-    all_results, notes, timings = {}, [], {}
-    for ndev in (int(n) for n in args.devices.split(",")):
-        for plat, extra in platforms.items():
+    device_counts = [int(n) for n in args.devices.split(",")]
+    # Each configuration after the first tests the platform's last device only: its
+    # first devices are the 1-device configuration's tests again (pyopencl makes a
+    # context of one device per test), the last is a device beyond the first.
+    configs = [(plat, ndev) for ndev in device_counts for plat in platforms]
+
+    def run_chain(f):
+        """One file in every configuration, in order: native first, so that MirrorCL's
+        builds of the same programs come from PoCL's kernel cache."""
+        out = {}
+        for plat, ndev in configs:
             label = f"{plat}-{ndev}dev"
             out_dir = logs / label
             out_dir.mkdir(parents=True, exist_ok=True)
-            env = dict(base, **extra, POCL_DEVICES=" ".join(["pthread"] * ndev))
-            t0 = time.monotonic()
-            res = {}
-            for f in files:
-                tf = time.monotonic()
-                r, n = run_file(args.test_dir, f, env, out_dir, args.timeout)
-                timings[f"{label} {f}"] = time.monotonic() - tf
-                res.update(r)
+            name, extra = platforms[plat]
+            env = dict(base, **extra, POCL_DEVICES=" ".join(["pthread"] * ndev),
+                       PYOPENCL_TEST=f"{name}:{ndev - 1}",
+                       XDG_CACHE_HOME=str(Path(args.cache) / f.removesuffix(".py")))
+            tf = time.monotonic()
+            r, n = run_file(args.test_dir, f, env, out_dir, args.timeout)
+            took = time.monotonic() - tf
+            counts = {}
+            for o, _ in r.values():
+                counts[o] = counts.get(o, 0) + 1
+            print(f"  {label:16} {f:28} {took:6.0f} s  "
+                  + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), flush=True)
+            out[(plat, ndev)] = (r, n, took)
+        return out
+
+    # The files' chains run side by side (their compiles take one core each), the
+    # longest first; test_algorithm and test_array take most of the time.
+    heavy = {"test_algorithm.py": 0, "test_array.py": 1}
+    order = sorted(files, key=lambda f: heavy.get(f, len(heavy)))
+    all_results = {c: {} for c in configs}
+    notes, timings = [], {}
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for f, chain in zip(order, pool.map(run_chain, order)):
+            for (plat, ndev), (r, n, took) in chain.items():
+                label = f"{plat}-{ndev}dev"
+                all_results[(plat, ndev)].update(r)
                 notes.extend(f"{label}: {x}" for x in n)
-                counts = {}
-                for o, _ in r.values():
-                    counts[o] = counts.get(o, 0) + 1
-                print(f"  {label:16} {f:28} {timings[f'{label} {f}']:6.0f} s  "
-                      + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), flush=True)
-            timings[label] = time.monotonic() - t0
-            all_results[(plat, ndev)] = res
+                timings[f"{label} {f}"] = took
+                timings[label] = timings.get(label, 0) + took
 
     passed, regressions, skipped, mirror_only = 0, [], [], []
     # Failures inside pyopencl's own test code on a path that native PoCL never takes
@@ -131,7 +157,7 @@ def main():
          "AttributeError: 'Image' object has no attribute 'image'"),
     ]
     broken = []  # configurations where nothing passed natively: the setup is broken
-    for ndev in (int(n) for n in args.devices.split(",")):
+    for ndev in device_counts:
         native = all_results[("native", ndev)]
         mirror = all_results[("mirrorcl", ndev)]
         if not any(o == "passed" for o, _ in native.values()):
@@ -161,7 +187,7 @@ def main():
             c[o] = c.get(o, 0) + 1
         by_label[f"{plat}-{ndev}dev"] = c
     summary = [
-        "pyopencl test suite, native PoCL vs MirrorCL:",
+        "pyopencl test suite, native PoCL vs MirrorCL (seconds: the configuration's files, summed):",
         *(f"  {k:16} {timings[k]:6.0f} s  " + ", ".join(f"{v} {o}" for o, v in sorted(c.items()))
           for k, c in by_label.items()),
     ]

@@ -65,7 +65,9 @@ mkdir -p "$work/icd"
 echo "$lib" >"$work/icd/mirrorcl.icd"
 
 # Caches inside target/: PoCL's compiled kernels (shared by all runs, so only the
-# first compiles) and pyopencl's own binary cache.
+# first compiles; PoCL writes it through temporary files renamed into place, so
+# processes may build at once) and pyopencl's own binary caches (one per test file: the
+# files run side by side, and pyopencl locks its cache while it writes).
 export POCL_CACHE_DIR="$work/pocl-cache"
 export XDG_CACHE_HOME="$work/xdg-cache"
 
@@ -76,20 +78,20 @@ mkdir -p "$logs"
 echo "pyopencl $version: $files on $devices device(s); logs in $logs"
 rc=0
 "$venv/bin/python" "$here/driver.py" --test-dir "$src/test" --logs "$logs" \
-  --icd-dir "$work/icd" --files "$files" --devices "$devices" --start "$start" || rc=$?
+  --icd-dir "$work/icd" --files "$files" --devices "$devices" --start "$start" \
+  --cache "$XDG_CACHE_HOME" || rc=$?
 
 # Threaded host programs on a cluster: pyopencl's threaded test (two Python threads,
 # each with its own context and queue, whose "nanny" events are waited for from
 # garbage-collector finalizers, in whichever thread collects) on two ranks, MirrorCL
-# preloaded as a cluster needs. Each rank runs it on both devices. PoCL's kernel cache
-# is off: two processes building the same program into it at once is not safe.
+# preloaded as a cluster needs. Each rank runs it on both devices.
 cluster_log="$logs/cluster-threaded.log"
 (
   cd "$src/test"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   timeout 300 mpirun -np 2 --oversubscribe -x LD_PRELOAD="$lib" -x OCL_ICD_VENDORS="$work/icd" \
     -x PYOPENCL_TEST=mirrorcl -x POCL_DEVICES=pthread -x MIRRORCL_WAIT_TIMEOUT=120 \
-    -x MIRRORCL_OUTPUT=all -x POCL_KERNEL_CACHE=0 -x XDG_CACHE_HOME \
+    -x MIRRORCL_OUTPUT=all -x POCL_CACHE_DIR -x XDG_CACHE_HOME \
     "$venv/bin/python" -m pytest -q -p no:cacheprovider test_wrapper.py -k threaded_nanny_events
 ) >"$cluster_log" 2>&1
 cluster_rc=$?
