@@ -84,13 +84,48 @@ pub fn c_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("c")
 }
 
-/// PoCL's kernel cache of the test runs, under the target directory.
-pub fn pocl_cache_dir() -> String {
-    target_dir()
-        .join("ctests")
-        .join("pocl-cache")
-        .display()
-        .to_string()
+/// The PoCL kernel caches of one cluster run, under the target directory: one directory
+/// per rank, and no two runs at once use the same ones. Without a cache each rank of
+/// each run compiles every kernel again (a 4-rank stencil: 11 s of CPU against 1.1 s);
+/// one cache for several processes at once is not safe (PoCL removes a compiled
+/// program's file before it writes it again, and another process's `clLinkProgram` then
+/// finds none).
+struct PoclCaches {
+    dir: PathBuf,
+    /// Locked while the run lasts.
+    _held: std::fs::File,
+}
+
+impl PoclCaches {
+    /// The first set no other run holds, this process's or another's.
+    fn take() -> Result<PoclCaches, String> {
+        let root = target_dir().join("ctests").join("pocl-cache");
+        let mut k = 0;
+        loop {
+            let dir = root.join(format!("run{k}"));
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let lock = dir.join("lock");
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock)
+                .map_err(|e| format!("cannot open {}: {e}", lock.display()))?;
+            match file.try_lock() {
+                Ok(()) => return Ok(PoclCaches { dir, _held: file }),
+                Err(std::fs::TryLockError::WouldBlock) => k += 1,
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(format!("cannot lock {}: {e}", lock.display()))
+                }
+            }
+        }
+    }
+
+    /// Rank `r`'s cache directory.
+    fn rank(&self, r: u32) -> String {
+        self.dir.join(format!("rank{r}")).display().to_string()
+    }
 }
 
 /// The cargo target directory (`CARGO_TARGET_DIR` if set, else `<workspace>/target`).
@@ -832,13 +867,8 @@ pub fn run_cluster_wrapped(
         ("MIRRORCL_EXPECT".into(), "1".into()),
         ("CTEST_EXPECT_DEVICES".into(), (ranks * devices).to_string()),
         ("MIRRORCL_WAIT_TIMEOUT".into(), wait_timeout),
-        // PoCL's kernel cache, shared by every run and rank: without it each rank of
-        // each run compiles every kernel again (a 4-rank stencil: 11 s of CPU against
-        // 1.1 s). PoCL 3 writes cache files under unique temporary names and renames
-        // them into place, so ranks building the same program at once are safe (as
-        // the native runs of one program on two test threads always were).
+        // PoCL's kernel cache, a directory per rank (`PoclCaches`).
         ("POCL_KERNEL_CACHE".into(), "1".into()),
-        ("POCL_CACHE_DIR".into(), pocl_cache_dir()),
         // Every rank's output, unprefixed, to its own file: each rank's checks are read.
         ("MIRRORCL_OUTPUT".into(), "raw".into()),
     ];
@@ -846,20 +876,30 @@ pub fn run_cluster_wrapped(
         env.retain(|(name, _)| name != k);
         env.push((k.to_string(), v.to_string()));
     }
-    let mut cmd = Command::new("mpirun");
-    cmd.args([
-        "-np",
-        &ranks.to_string(),
-        "--oversubscribe",
-        "--bind-to",
-        "none",
-    ])
-    .arg("--output-filename")
-    .arg(&out_dir);
-    for (k, v) in &env {
-        cmd.arg("-x").arg(format!("{k}={v}"));
+    let caches = PoclCaches::take()?;
+    let mut args: Vec<String> = vec![
+        "--oversubscribe".into(),
+        "--bind-to".into(),
+        "none".into(),
+        "--output-filename".into(),
+        out_dir.display().to_string(),
+    ];
+    // One application context per rank, the same but for the rank's own PoCL cache
+    // (`-x` holds for its context only).
+    for r in 0..ranks {
+        if r > 0 {
+            args.push(":".into());
+        }
+        args.extend(["-np".into(), "1".into()]);
+        let cache = ("POCL_CACHE_DIR".to_string(), caches.rank(r));
+        for (k, v) in env.iter().chain([&cache]) {
+            args.extend(["-x".into(), format!("{k}={v}")]);
+        }
+        args.extend(wrapper.iter().map(|w| w.to_string()));
+        args.push(bin.display().to_string());
     }
-    cmd.args(wrapper).arg(bin);
+    let mut cmd = Command::new("mpirun");
+    cmd.args(&args);
     for var in CONTROLLED_ENV {
         cmd.env_remove(var);
     }
@@ -872,13 +912,15 @@ pub fn run_cluster_wrapped(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let command = format!(
-        "mpirun -np {ranks} --oversubscribe --bind-to none {} {}{}",
-        env.iter()
-            .map(|(k, v)| format!("-x {k}={v:?}"))
+        "mpirun {}",
+        args.iter()
+            .enumerate()
+            .map(|(i, a)| match a.split_once('=') {
+                Some((k, v)) if i > 0 && args[i - 1] == "-x" => format!("{k}={v:?}"),
+                _ => a.clone(),
+            })
             .collect::<Vec<_>>()
-            .join(" "),
-        wrapper.iter().map(|w| format!("{w} ")).collect::<String>(),
-        bin.display()
+            .join(" ")
     );
     let start = Instant::now();
     let mut child = cmd
