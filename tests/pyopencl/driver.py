@@ -86,6 +86,8 @@ def main():
     ap.add_argument("--start", type=float, help="epoch seconds the stage began")
     ap.add_argument("--cache", required=True,
                     help="directory of pyopencl's binary caches (one per test file)")
+    ap.add_argument("--pocl-cache", required=True,
+                    help="directory of PoCL's kernel caches (one per test file)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="test files run at once (default: the CPUs)")
     args = ap.parse_args()
@@ -94,7 +96,7 @@ def main():
 
     base = {k: v for k, v in os.environ.items()
             if k not in ("OCL_ICD_VENDORS", "OPENCL_VENDOR_PATH", "PYOPENCL_TEST",
-                         "POCL_DEVICES", "PYOPENCL_CTX", "XDG_CACHE_HOME")}
+                         "POCL_DEVICES", "PYOPENCL_CTX", "XDG_CACHE_HOME", "POCL_CACHE_DIR")}
     platforms = {
         # The wheel's own ICD loader reads /etc/OpenCL/vendors (PoCL) by default.
         "native": ("portable", {}),
@@ -110,7 +112,9 @@ def main():
 
     def run_chain(f):
         """One file in every configuration, in order: native first, so that MirrorCL's
-        builds of the same programs come from PoCL's kernel cache."""
+        builds of the same programs come from PoCL's kernel cache. Each file has caches
+        of its own: PoCL's is not safe for processes that build the same program at
+        once (it removes a program's file before writing it again)."""
         out = {}
         for plat, ndev in configs:
             label = f"{plat}-{ndev}dev"
@@ -119,7 +123,8 @@ def main():
             name, extra = platforms[plat]
             env = dict(base, **extra, POCL_DEVICES=" ".join(["pthread"] * ndev),
                        PYOPENCL_TEST=f"{name}:{ndev - 1}",
-                       XDG_CACHE_HOME=str(Path(args.cache) / f.removesuffix(".py")))
+                       XDG_CACHE_HOME=str(Path(args.cache) / f.removesuffix(".py")),
+                       POCL_CACHE_DIR=str(Path(args.pocl_cache) / f.removesuffix(".py")))
             tf = time.monotonic()
             r, n = run_file(args.test_dir, f, env, out_dir, args.timeout)
             took = time.monotonic() - tf

@@ -64,11 +64,10 @@ fi
 mkdir -p "$work/icd"
 echo "$lib" >"$work/icd/mirrorcl.icd"
 
-# Caches inside target/: PoCL's compiled kernels (shared by all runs, so only the
-# first compiles; PoCL writes it through temporary files renamed into place, so
-# processes may build at once) and pyopencl's own binary caches (one per test file: the
-# files run side by side, and pyopencl locks its cache while it writes).
-export POCL_CACHE_DIR="$work/pocl-cache"
+# Caches inside target/, one per test file (the files run side by side, and PoCL's is
+# not safe for processes that build the same program at once): PoCL's compiled kernels
+# (a file's MirrorCL runs build what its native runs did) and pyopencl's own binaries.
+pocl_cache="$work/pocl-cache"
 export XDG_CACHE_HOME="$work/xdg-cache"
 
 logs="$work/logs"
@@ -79,19 +78,20 @@ echo "pyopencl $version: $files on $devices device(s); logs in $logs"
 rc=0
 "$venv/bin/python" "$here/driver.py" --test-dir "$src/test" --logs "$logs" \
   --icd-dir "$work/icd" --files "$files" --devices "$devices" --start "$start" \
-  --cache "$XDG_CACHE_HOME" || rc=$?
+  --cache "$XDG_CACHE_HOME" --pocl-cache "$pocl_cache" || rc=$?
 
 # Threaded host programs on a cluster: pyopencl's threaded test (two Python threads,
 # each with its own context and queue, whose "nanny" events are waited for from
 # garbage-collector finalizers, in whichever thread collects) on two ranks, MirrorCL
-# preloaded as a cluster needs. Each rank runs it on both devices.
+# preloaded as a cluster needs. Each rank runs it on both devices. PoCL's kernel cache
+# is off: two processes building the same program into it at once is not safe.
 cluster_log="$logs/cluster-threaded.log"
 (
   cd "$src/test"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   timeout 300 mpirun -np 2 --oversubscribe -x LD_PRELOAD="$lib" -x OCL_ICD_VENDORS="$work/icd" \
     -x PYOPENCL_TEST=mirrorcl -x POCL_DEVICES=pthread -x MIRRORCL_WAIT_TIMEOUT=120 \
-    -x MIRRORCL_OUTPUT=all -x POCL_CACHE_DIR -x XDG_CACHE_HOME \
+    -x MIRRORCL_OUTPUT=all -x POCL_KERNEL_CACHE=0 -x XDG_CACHE_HOME \
     "$venv/bin/python" -m pytest -q -p no:cacheprovider test_wrapper.py -k threaded_nanny_events
 ) >"$cluster_log" 2>&1
 cluster_rc=$?
