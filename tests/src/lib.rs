@@ -84,8 +84,8 @@ pub fn c_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("c")
 }
 
-/// The PoCL kernel caches of one cluster run, under the target directory: one directory
-/// per rank, and no two runs at once use the same ones. Without a cache each rank of
+/// The PoCL kernel caches of one run, under the target directory: one directory per
+/// rank, and no two runs at once use the same ones. Without a cache each rank of
 /// each run compiles every kernel again (a 4-rank stencil: 11 s of CPU against 1.1 s);
 /// one cache for several processes at once is not safe (PoCL removes a compiled
 /// program's file before it writes it again, and another process's `clLinkProgram` then
@@ -617,11 +617,14 @@ pub fn run_program_with(
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string())),
     );
+    // A PoCL kernel cache no other run uses while this one lasts (`PoclCaches`).
+    let caches = PoclCaches::take()?;
     let mut cmd = Command::new(&bin);
     for var in CONTROLLED_ENV {
         cmd.env_remove(var);
     }
-    cmd.envs(env.iter().map(|(k, v)| (k, v)))
+    cmd.env("POCL_CACHE_DIR", caches.rank(0))
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(c_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
