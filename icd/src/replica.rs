@@ -20,7 +20,27 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 static AT_LOAD: extern "C" fn() = at_load;
 
 extern "C" fn at_load() {
-    crate::guard((), replica::at_load);
+    crate::guard((), || {
+        refuse_other_mpi();
+        replica::at_load();
+    });
+}
+
+/// Ends the process, with one line naming both, when the program has loaded an MPI of
+/// the other family than the one this library was built for: calls would reach the wrong
+/// library with the wrong types (a crash at best). Before `main`, so nothing has run yet.
+fn refuse_other_mpi() {
+    let Some(line) = mirrorcl_runtime::cluster::node::family::mismatch() else {
+        return;
+    };
+    // Every rank ends; rank 0 (or a process started without a launcher) says why.
+    if replica::launcher_rank().is_none_or(|r| r == 0) {
+        let line = format!("{line}\n");
+        // SAFETY: writing a live buffer to this process's standard error.
+        unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    }
+    // SAFETY: ends the process before anything of it (MPI included) has started.
+    unsafe { libc::_exit(1) };
 }
 
 /// The next definition of `name` after this library's, looked up once.

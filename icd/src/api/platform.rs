@@ -22,6 +22,13 @@ fn platform_ids(
     {
         return Err(CL_INVALID_VALUE);
     }
+    if mirrorcl_runtime::cluster::thread_state::starting_mpi() {
+        if !num_platforms.is_null() {
+            // SAFETY: valid out-pointer.
+            unsafe { *num_platforms = 0 };
+        }
+        return Err(CL_PLATFORM_NOT_FOUND_KHR);
+    }
     let p = platform();
     if !platforms.is_null() {
         // SAFETY: at least one writable entry (num_entries > 0).

@@ -14,7 +14,7 @@ use mirrorcl_scheduler::tags::Tags;
 use parking_lot::Mutex;
 use std::sync::OnceLock;
 
-pub use crate::cluster::comm::mpi::{owns_mpi, thread_multiple};
+pub use crate::cluster::comm::mpi::{family, owns_mpi, thread_multiple};
 pub use crate::cluster::comm::{Direction, Transfer, What};
 
 pub struct Node {
