@@ -26,6 +26,12 @@
 //!   `<workspace>/target/release/libmirrorcl.so`, or under `CARGO_TARGET_DIR`).
 //! * `MIRRORCL_TEST_TIMEOUT`: per-run timeout in seconds (default 120).
 //! * `CC`: the C compiler (default `cc`).
+//! * `MIRRORCL_BUILD_MPI`: the MPI of cluster runs, `openmpi` (default) or `mpich` (Hydra's
+//!   `mpiexec`, `mpicc.mpich`; with `CARGO_TARGET_DIR=target/mpich`, where
+//!   `MIRRORCL_BUILD_MPI=mpich bash .ci/setup` builds the library).
+
+mod launcher;
+pub use launcher::{mpi, Mpi};
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -261,7 +267,7 @@ fn compile_args(prog: &str, way: Way) -> Result<Vec<OsString>, String> {
 /// sources and was built with the same command line.
 pub fn compile(prog: &str, way: Way) -> Result<PathBuf, String> {
     let cc = if way == Way::Mpi {
-        "mpicc".to_string()
+        launcher::mpi().mpicc().to_string()
     } else {
         std::env::var("CC")
             .ok()
@@ -880,55 +886,39 @@ pub fn run_cluster_wrapped(
         env.push((k.to_string(), v.to_string()));
     }
     let caches = PoclCaches::take()?;
-    let mut args: Vec<String> = vec![
-        "--oversubscribe".into(),
-        "--bind-to".into(),
-        "none".into(),
-        "--output-filename".into(),
-        out_dir.display().to_string(),
-    ];
+    let mpi = launcher::mpi();
+    let mut args = mpi.job_args(&out_dir);
     // One application context per rank, the same but for the rank's own PoCL cache
-    // (`-x` holds for its context only).
+    // (a context's variables hold for it only).
+    let argv: Vec<String> = wrapper
+        .iter()
+        .map(|w| w.to_string())
+        .chain([bin.display().to_string()])
+        .collect();
     for r in 0..ranks {
         if r > 0 {
-            args.push(":".into());
+            args.push(launcher::Mpi::CONTEXT_SEPARATOR.into());
         }
-        args.extend(["-np".into(), "1".into()]);
-        let cache = ("POCL_CACHE_DIR".to_string(), caches.rank(r));
-        for (k, v) in env.iter().chain([&cache]) {
-            args.extend(["-x".into(), format!("{k}={v}")]);
-        }
-        args.extend(wrapper.iter().map(|w| w.to_string()));
-        args.push(bin.display().to_string());
+        let mut rank_env = env.clone();
+        rank_env.push(("POCL_CACHE_DIR".to_string(), caches.rank(r)));
+        args.extend(mpi.context_args(1, &rank_env, &argv));
     }
-    let mut cmd = Command::new("mpirun");
+    let mut cmd = Command::new(mpi.launcher());
     cmd.args(&args);
     for var in CONTROLLED_ENV {
         cmd.env_remove(var);
     }
     let tmpdir = mpi_tmpdir()?;
-    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_orte_tmpdir_base", &tmpdir)
-        .current_dir(c_dir())
+    mpi.prepare(&mut cmd, &tmpdir);
+    cmd.current_dir(c_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let command = format!(
-        "mpirun {}",
-        args.iter()
-            .enumerate()
-            .map(|(i, a)| match a.split_once('=') {
-                Some((k, v)) if i > 0 && args[i - 1] == "-x" => format!("{k}={v:?}"),
-                _ => a.clone(),
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    let command = mpi.show(&args);
     let start = Instant::now();
     let mut child = cmd
         .spawn()
-        .map_err(|e| format!("cannot run mpirun (is OpenMPI installed?): {e}"))?;
+        .map_err(|e| format!("cannot run {} (is {} installed?): {e}", mpi.launcher(), mpi.name()))?;
     let mut out_pipe = child.stdout.take().expect("piped stdout");
     let mut err_pipe = child.stderr.take().expect("piped stderr");
     let readers = [
@@ -962,21 +952,17 @@ pub fn run_cluster_wrapped(
         .map(|r| String::from_utf8_lossy(&r.join().unwrap_or_default()).into_owned())
         .collect::<Vec<_>>()
         .join("\n");
-    // OpenMPI writes <dir>/<job>/rank.<r>/{stdout,stderr}.
-    let rank_dir = |r: u32| -> Option<PathBuf> {
-        let jobs = std::fs::read_dir(&out_dir).ok()?;
-        jobs.flatten()
-            .map(|j| j.path().join(format!("rank.{r}")))
-            .find(|p| p.is_dir())
-    };
     let outputs = (0..ranks)
         .map(|r| {
-            let read = |name: &str| {
-                rank_dir(r)
-                    .and_then(|d| std::fs::read_to_string(d.join(name)).ok())
+            let read = |path: Option<PathBuf>| {
+                path.and_then(|p| std::fs::read_to_string(p).ok())
                     .unwrap_or_default()
             };
-            (read("stdout"), read("stderr"))
+            let files = mpi.rank_output(&out_dir, r);
+            (
+                read(files.as_ref().map(|f| f.0.clone())),
+                read(files.map(|f| f.1)),
+            )
         })
         .collect();
     let _ = std::fs::remove_dir_all(&out_dir);

@@ -22,7 +22,7 @@ fn platform_ids(
     {
         return Err(CL_INVALID_VALUE);
     }
-    if mirrorcl_runtime::cluster::thread_state::starting_mpi() {
+    if mirrorcl_runtime::cluster::node::opencl_call_inside_mpi_start() {
         if !num_platforms.is_null() {
             // SAFETY: valid out-pointer.
             unsafe { *num_platforms = 0 };

@@ -42,6 +42,14 @@ pub fn is_cluster_now() -> bool {
     NODE.get().is_some_and(|n| n.size > 1)
 }
 
+/// Whether an OpenCL call on this thread comes from inside MPI before the node is up: an
+/// MPI that looks for OpenCL devices in `MPI_Init` (MPICH, through hwloc's OpenCL
+/// plugin), whether MirrorCL or the program called it. Setting the node up there would
+/// start MPI inside its own start; such a call finds no platform instead.
+pub fn opencl_call_inside_mpi_start() -> bool {
+    NODE.get().is_none() && family::inside_mpi_call()
+}
+
 /// This rank's node, set up on first use: by the platform, or before it where a
 /// replica needs the others first (a seed agreed at `srand`).
 pub fn node() -> &'static Node {

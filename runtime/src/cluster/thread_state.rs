@@ -148,29 +148,3 @@ mod tests {
         assert_eq!(*ran.borrow(), ["free", "a", "b", "c", "d"]);
     }
 }
-
-thread_local! {
-    /// Set while this thread initialises MPI.
-    static STARTING_MPI: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether this thread is inside MirrorCL's `MPI_Init_thread`. Some MPIs look for OpenCL
-/// devices there (MPICH through hwloc's OpenCL plugin): with MirrorCL preloaded, that
-/// `clGetPlatformIDs` would come back to the platform being started and wait for itself;
-/// it finds no platform instead.
-pub fn starting_mpi() -> bool {
-    STARTING_MPI.try_with(|s| s.get()).unwrap_or(false)
-}
-
-/// Runs `f` (which initialises MPI) with [`starting_mpi`] set on this thread.
-pub fn while_starting_mpi<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            let _ = STARTING_MPI.try_with(|s| s.set(false));
-        }
-    }
-    let _ = STARTING_MPI.try_with(|s| s.set(true));
-    let _reset = Reset;
-    f()
-}

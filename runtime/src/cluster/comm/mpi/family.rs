@@ -114,3 +114,33 @@ pub fn mismatch() -> Option<String> {
         theirs.name()
     ))
 }
+
+/// Whether the calling thread is inside a call of this process's MPI library (a frame of
+/// its code is on the stack): MPICH's `MPI_Init` looks for OpenCL devices through hwloc,
+/// and the program's own `MPI_Init` then reaches MirrorCL before MPI is up. Walks this
+/// thread's stack once; meant for the platform's first call only.
+pub fn inside_mpi_call() -> bool {
+    // SAFETY: a NUL-terminated name looked up in the global scope.
+    let init = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"PMPI_Init".as_ptr()) };
+    let Some(mpi_base) = object_base(init) else {
+        return false;
+    };
+    let mut frames = [std::ptr::null_mut(); 128];
+    // SAFETY: `frames` has room for the count given.
+    let n = unsafe { libc::backtrace(frames.as_mut_ptr(), frames.len() as c_int) };
+    frames[..n.max(0) as usize]
+        .iter()
+        .any(|&f| object_base(f) == Some(mpi_base))
+}
+
+/// The load address of the object that holds `addr`.
+fn object_base(addr: *const libc::c_void) -> Option<usize> {
+    if addr.is_null() {
+        return None;
+    }
+    // SAFETY: `info` is written by dladdr, which only reads the dynamic linker's tables.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        (libc::dladdr(addr, &mut info) != 0).then_some(info.dli_fbase as usize)
+    }
+}

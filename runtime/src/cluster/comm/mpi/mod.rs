@@ -141,9 +141,7 @@ fn universe() -> Option<Option<mpi::environment::Universe>> {
         return Some(None);
     }
     crate::cluster::replica::launcher_rank()?;
-    let (u, level) = crate::cluster::thread_state::while_starting_mpi(|| {
-        mpi::initialize_with_threading(mpi::Threading::Multiple)
-    })?;
+    let (u, level) = mpi::initialize_with_threading(mpi::Threading::Multiple)?;
     OWNS_MPI.store(true, Ordering::Release);
     if level != mpi::Threading::Multiple {
         crate::diag!(
