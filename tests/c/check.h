@@ -503,6 +503,19 @@ CT_FN cl_int ct_event_status(cl_event ev)
 }
 
 /* Deterministic pseudo random numbers (xorshift32). */
+/* This process's rank as the MPI launcher set it (Open MPI, Hydra, PMIx, Slurm); 0
+ * when no launcher started it. */
+CT_FN int ct_launcher_rank(void)
+{
+    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return 0;
+}
+
 static __attribute__((unused)) uint32_t ct_rng_state = 0x12345678u;
 CT_FN uint32_t ct_rand(void)
 {

@@ -18,9 +18,8 @@ static const char *kSrc = "__kernel void inc(__global uint *x) { x[get_global_id
 int main(void)
 {
     ct_init("cluster_crash");
-    const char *r = getenv("OMPI_COMM_WORLD_RANK");
     const char *c = getenv("CRASH_RANK");
-    int rank = r ? atoi(r) : 0, crash = c ? atoi(c) : -1;
+    int rank = ct_launcher_rank(), crash = c ? atoi(c) : -1;
     cl_platform_id platform = ct_platform();
     cl_device_id devs[CT_MAX_DEVICES];
     cl_uint ndev = ct_devices(platform, devs);

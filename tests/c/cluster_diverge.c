@@ -22,8 +22,7 @@
 int main(void)
 {
     ct_init("cluster_diverge");
-    const char *r = getenv("OMPI_COMM_WORLD_RANK");
-    uint32_t rank = r ? (uint32_t)atoi(r) : 0;
+    uint32_t rank = (uint32_t)ct_launcher_rank();
     cl_platform_id platform = ct_platform();
     cl_device_id devs[CT_MAX_DEVICES];
     cl_uint ndev = ct_devices(platform, devs);

@@ -29,9 +29,8 @@ static size_t vm_bytes(void)
 int main(void)
 {
     ct_init("cluster_hostfail");
-    const char *r = getenv("OMPI_COMM_WORLD_RANK");
     const char *limited = getenv("HOSTFAIL_RANK");
-    int limit_here = limited && r && atoi(r) == atoi(limited);
+    int limit_here = limited && ct_launcher_rank() == atoi(limited);
     int expect_fail = limited != NULL;
     cl_platform_id platform = ct_platform();
     cl_device_id devs[CT_MAX_DEVICES];

@@ -30,6 +30,14 @@ impl Mpi {
         }
     }
 
+    /// The other family.
+    pub fn other(self) -> Mpi {
+        match self {
+            Mpi::OpenMpi => Mpi::Mpich,
+            Mpi::Mpich => Mpi::OpenMpi,
+        }
+    }
+
     /// The launcher, by the name Debian gives it beside the other MPI.
     pub fn launcher(self) -> &'static str {
         match self {
@@ -56,7 +64,7 @@ impl Mpi {
 
     /// What comes before the ranks' contexts: more ranks than cores, no binding, every
     /// rank's standard output and error to files under `dir` (`rank_output`).
-    pub(crate) fn job_args(self, dir: &Path) -> Vec<String> {
+    pub fn job_args(self, dir: &Path) -> Vec<String> {
         let dir = dir.display();
         match self {
             Mpi::OpenMpi => vec![
@@ -76,7 +84,7 @@ impl Mpi {
     }
 
     /// One application context: `ranks` processes of `argv`, with `env` set for them only.
-    pub(crate) fn context_args(
+    pub fn context_args(
         self,
         ranks: u32,
         env: &[(String, String)],
@@ -100,7 +108,7 @@ impl Mpi {
     pub(crate) const CONTEXT_SEPARATOR: &'static str = ":";
 
     /// Where rank `r`'s standard output and error went (see `job_args`).
-    pub(crate) fn rank_output(self, dir: &Path, r: u32) -> Option<(PathBuf, PathBuf)> {
+    pub fn rank_output(self, dir: &Path, r: u32) -> Option<(PathBuf, PathBuf)> {
         match self {
             // <dir>/<job>/rank.<r>/{stdout,stderr}.
             Mpi::OpenMpi => {
@@ -121,7 +129,7 @@ impl Mpi {
     /// The launcher's own environment for one job: Open MPI wants leave to run as root,
     /// and a session directory of the job's own (`tmpdir`): concurrent jobs race on
     /// creating the shared one.
-    pub(crate) fn prepare(self, cmd: &mut Command, tmpdir: &Path) {
+    pub fn prepare(self, cmd: &mut Command, tmpdir: &Path) {
         if self == Mpi::OpenMpi {
             cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
                 .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
@@ -130,7 +138,7 @@ impl Mpi {
     }
 
     /// The launcher's line as a user would type it.
-    pub(crate) fn show(self, args: &[String]) -> String {
+    pub fn show(self, args: &[String]) -> String {
         let quoted = args.iter().enumerate().map(|(i, a)| {
             let after_x = i > 0 && args[i - 1] == "-x";
             match a.split_once('=') {

@@ -916,9 +916,13 @@ pub fn run_cluster_wrapped(
         .stderr(Stdio::piped());
     let command = mpi.show(&args);
     let start = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run {} (is {} installed?): {e}", mpi.launcher(), mpi.name()))?;
+    let mut child = cmd.spawn().map_err(|e| {
+        format!(
+            "cannot run {} (is {} installed?): {e}",
+            mpi.launcher(),
+            mpi.name()
+        )
+    })?;
     let mut out_pipe = child.stdout.take().expect("piped stdout");
     let mut err_pipe = child.stderr.take().expect("piped stderr");
     let readers = [

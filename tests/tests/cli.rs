@@ -1,7 +1,7 @@
 //! The `mirrorcl` command: `run` (the mpirun or srun line built for the user), `devices`
 //! (the cluster's device table) and `doctor` (what a machine lacks, and how to fix it).
 
-use mirrorcl_tests::{compile, mpi_tmpdir, target_dir, Way};
+use mirrorcl_tests::{compile, mpi_tmpdir, target_dir, Mpi, Way};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -104,7 +104,7 @@ fn doctor_checks_the_machine() {
     for needle in [
         "Portable Computing Language",
         "libOpenCL.so.1 loads",
-        "launcher: mpirun: no Slurm allocation",
+        "): no Slurm allocation",
         "thread level Multiple",
         "ready",
     ] {
@@ -348,4 +348,71 @@ fn which(program: &str) -> PathBuf {
         .map(|d| d.join(program))
         .find(|p| Path::new(p).is_file())
         .unwrap_or_else(|| panic!("{program} not on PATH"))
+}
+
+/// `run` speaks the launcher of the MPI the library was built for: Open MPI's `mpirun`
+/// (`-x`) or Hydra's `mpiexec` (`-genv`, `-genvlist`, `-f`, `-ppn`); the other one is
+/// refused, naming both; `doctor` names the MPI and its launcher.
+#[test]
+fn launcher_of_the_built_mpi() {
+    let hosts = target_dir().join("ctests").join("cli-hosts-mpi");
+    std::fs::create_dir_all(hosts.parent().unwrap()).expect("directory");
+    std::fs::write(&hosts, "localhost\n").expect("hostfile");
+    let hosts = hosts.to_str().unwrap();
+    let env = [("POCL_DEVICES", "pthread"), ("MIRRORCL_HOST", "a")];
+    let dry = |extra: &[&str]| {
+        let mut args = vec!["run", "-n", "4", "--per-host", "2"];
+        args.extend(extra);
+        args.extend(["--dry-run", "--", "/bin/true"]);
+        mirrorcl(&args, &env)
+    };
+    let out = dry(&["--hostfile", hosts]);
+    let line = text(&out.stdout);
+    assert!(out.status.success(), "{line}{}", text(&out.stderr));
+    let (other, ours) = match mirrorcl_tests::mpi() {
+        Mpi::OpenMpi => {
+            assert!(line.contains("mpirun -np 4 "), "{line}");
+            assert!(line.contains(&format!("--hostfile {hosts} ")), "{line}");
+            assert!(line.contains("--map-by ppr:2:node "), "{line}");
+            assert!(line.contains("-x LD_PRELOAD=/"), "{line}");
+            assert!(line.contains("-x MIRRORCL_HOST -x POCL_DEVICES "), "{line}");
+            ("mpiexec", "Open MPI")
+        }
+        Mpi::Mpich => {
+            let program = line.split_whitespace().next().unwrap_or_default();
+            assert!(
+                program.contains("mpiexec") || program.contains("mpirun"),
+                "{line}"
+            );
+            assert!(line.contains(" -n 4 "), "{line}");
+            assert!(line.contains(&format!(" -f {hosts} ")), "{line}");
+            assert!(line.contains(" -ppn 2 "), "{line}");
+            assert!(line.contains(" -genv LD_PRELOAD /"), "{line}");
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let list = words
+                .iter()
+                .position(|w| *w == "-genvlist")
+                .map(|i| words[i + 1].split(',').collect::<Vec<_>>())
+                .unwrap_or_default();
+            for k in ["MIRRORCL_HOST", "POCL_DEVICES"] {
+                assert!(list.contains(&k), "{k}: {line}");
+            }
+            ("mpirun", "MPICH")
+        }
+    };
+    assert!(line.ends_with(" /bin/true\n"), "{line}");
+    let refused = dry(&["--launcher", other]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        text(&refused.stderr).contains(&format!("this MirrorCL was built for {ours}")),
+        "{}",
+        text(&refused.stderr)
+    );
+    let env = [("MIRRORCL_DOCTOR_SKIP_MPI", "1")];
+    let stdout = text(&mirrorcl(&["doctor"], &env).stdout);
+    assert!(
+        stdout.contains(&format!("ok       MPI: built for {ours} (")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ok       launcher: /"), "{stdout}");
 }

@@ -401,3 +401,59 @@ fn host_threads_run_on_every_rank() {
         ],
     );
 }
+
+/// A hybrid program linked against the other MPI family than the library's (both then in
+/// one process) ends at start-up, before `main`, with one line naming both MPIs.
+#[test]
+fn a_program_of_the_other_mpi_ends_at_start() {
+    let other = mirrorcl_tests::mpi().other();
+    let dir = mirrorcl_tests::target_dir()
+        .join("ctests")
+        .join("other-mpi");
+    std::fs::create_dir_all(&dir).expect("directory");
+    let bin = dir.join("cluster_hybrid");
+    let built = std::process::Command::new(other.mpicc())
+        .args(["-O2", "-std=c11", "-o"])
+        .arg(&bin)
+        .arg("-I")
+        .arg(mirrorcl_tests::c_dir())
+        .arg(mirrorcl_tests::c_dir().join("cluster_hybrid.c"))
+        .args(["-lOpenCL", "-lm"])
+        .status()
+        .expect("run the other MPI's compiler");
+    assert!(built.success(), "{} failed", other.mpicc());
+    let env = [
+        (
+            "LD_PRELOAD".to_string(),
+            mirrorcl_tests::mirrorcl_lib().display().to_string(),
+        ),
+        ("POCL_DEVICES".to_string(), "pthread".to_string()),
+    ];
+    let argv = [bin.display().to_string()];
+    let tmpdir = mirrorcl_tests::mpi_tmpdir().expect("tmpdir");
+    let mut cmd = std::process::Command::new(other.launcher());
+    if other == mirrorcl_tests::Mpi::OpenMpi {
+        cmd.arg("--oversubscribe");
+    }
+    cmd.args(other.context_args(2, &env, &argv))
+        .env_remove("LD_PRELOAD");
+    other.prepare(&mut cmd, &tmpdir);
+    let start = std::time::Instant::now();
+    let out = cmd.output().expect("run the other MPI's launcher");
+    let _ = std::fs::remove_dir_all(&tmpdir);
+    let said = String::from_utf8_lossy(&[out.stdout, out.stderr].concat()).into_owned();
+    assert!(!out.status.success(), "{said}");
+    assert!(start.elapsed().as_secs() < 30, "{said}");
+    let lines: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with("MirrorCL: this libmirrorcl.so was built for"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line, from rank 0: {said}");
+    let ours = mirrorcl_tests::mpi().name();
+    assert!(lines[0].contains(&format!("built for {ours} (")), "{said}");
+    assert!(
+        lines[0].contains(&format!("but the program loaded {} (", other.name())),
+        "{said}"
+    );
+    assert!(!said.contains("PASS cluster_hybrid"), "{said}");
+}

@@ -33,10 +33,11 @@ impl Family {
         }
     }
 
-    /// A symbol that only this family's library defines.
+    /// A function that only this family's library defines (a function: a data symbol may
+    /// be copied into the executable, which dladdr would then name).
     fn marker(self) -> &'static CStr {
         match self {
-            Family::OpenMpi => c"ompi_mpi_comm_world",
+            Family::OpenMpi => c"ompi_mpi_init",
             Family::Mpich => c"MPIR_Err_create_code",
         }
     }
@@ -73,7 +74,11 @@ impl Family {
             if libc::dladdr(sym, &mut info) == 0 || info.dli_fname.is_null() {
                 return Some("an unnamed library".into());
             }
-            Some(CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned())
+            Some(
+                CStr::from_ptr(info.dli_fname)
+                    .to_string_lossy()
+                    .into_owned(),
+            )
         }
     }
 }
