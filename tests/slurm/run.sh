@@ -2,7 +2,8 @@
 # A one-node Slurm cluster on this machine (Debian's munge, slurmctld and slurmd, as root,
 # configuration and logs in a temporary directory), then the main job through it:
 # `salloc -n 4 mirrorcl run -n 4 -- vecadd_multi`, which inside the allocation launches
-# the ranks with `srun --mpi=pmix` (OpenMPI 4.1 direct launch over Slurm's PMIx plugin).
+# the ranks with `srun --mpi=pmix` (Open MPI 4.1 direct launch over Slurm's PMIx plugin),
+# and again with the MPICH build when there is one (`srun --mpi=pmi2`).
 # Checks the device table (4 ranks, 2 PoCL devices each) and a PASS line from every rank,
 # then stops the daemons it started. Needs root (or sudo) and the release build
 # (`bash .ci/setup`); installs slurmctld, slurmd, slurm-client and munge if missing.
@@ -118,29 +119,40 @@ done
 t_up=$(date +%s)
 echo "slurm: node $host idle, $cpus CPUs ($(sinfo --version)); srun --mpi=list: $(srun --mpi=list 2>&1 | tr -s ' \n' ' ')"
 
-# 4. The main job through Slurm (5 minutes at most): the allocation's `mirrorcl run`
-#    picks srun; every rank's output, prefixed with its rank.
-echo "== vecadd_multi on $ranks ranks: salloc -n $ranks mirrorcl run -n $ranks --output all"
-log="$out/vecadd_multi.log"
-POCL_DEVICES="pthread pthread" POCL_KERNEL_CACHE=0 MIRRORCL_SHOW_DEVICES=1 MIRRORCL_EXPECT=1 \
-  timeout 300 salloc -n "$ranks" bash -c '
-    echo "doctor: $("$0" doctor | grep "launcher:")"
-    echo "line: $("$0" run -n "$1" --output all --dry-run -- "$2")"
-    exec "$0" run -n "$1" --output all -- "$2"' "$mirrorcl" "$ranks" "$out/vecadd_multi" \
-  >"$log" 2>&1 || { cat "$log"; echo "slurm: the job failed"; exit 1; }
-t_job=$(date +%s)
-grep -E 'salloc|doctor:|line:|MirrorCL:|  id  rank|Portable|result:|PASS|FAIL|CHECK' "$log"
-
-# 5. Its output: the table of the ranks' devices, every rank's result and PASS line.
-fail=0
-grep -q "$ranks rank(s), $((2 * ranks)) device(s)" "$log" || { echo "slurm: no table of $ranks ranks"; fail=1; }
-for r in $(seq 0 $((ranks - 1))); do
-  owned=$(awk -v r="$r" '/Portable Computing Language/ && $2 == r' "$log" | wc -l)
-  [ "$owned" -eq 2 ] || { echo "slurm: rank $r owns $owned device(s) in the table, not 2"; fail=1; }
-  for what in "result: OK" "PASS vecadd_multi"; do
-    grep -q "^\[rank $r\] $what" "$log" || { echo "slurm: no '$what' from rank $r"; fail=1; }
+# 4. The main job through Slurm (5 minutes at most), for each MPI built here (Open MPI's
+#    target/release; MPICH's target/mpich/release when `MIRRORCL_BUILD_MPI=mpich` built
+#    it): the allocation's `mirrorcl run` picks srun with the MPI's plugin (pmix, pmi2);
+#    every rank's output, prefixed with its rank.
+main_job() {
+  local mirrorcl=$1 mpi=$2 plugin=$3
+  echo "== vecadd_multi on $ranks ranks ($mpi): salloc -n $ranks mirrorcl run -n $ranks --output all"
+  local log="$out/vecadd_multi-$mpi.log"
+  POCL_DEVICES="pthread pthread" POCL_KERNEL_CACHE=0 MIRRORCL_SHOW_DEVICES=1 MIRRORCL_EXPECT=1 \
+    timeout 300 salloc -n "$ranks" bash -c '
+      echo "doctor: $("$0" doctor | grep "launcher:")"
+      echo "line: $("$0" run -n "$1" --output all --dry-run -- "$2")"
+      exec "$0" run -n "$1" --output all -- "$2"' "$mirrorcl" "$ranks" "$out/vecadd_multi" \
+    >"$log" 2>&1 || { cat "$log"; echo "slurm: the $mpi job failed"; exit 1; }
+  grep -E 'salloc|doctor:|line:|MirrorCL:|  id  rank|Portable|result:|PASS|FAIL|CHECK' "$log"
+  # Its output: the table of the ranks' devices, every rank's result and PASS line.
+  local fail=0
+  grep -q "$ranks rank(s), $((2 * ranks)) device(s)" "$log" || { echo "slurm: no table of $ranks ranks"; fail=1; }
+  for r in $(seq 0 $((ranks - 1))); do
+    owned=$(awk -v r="$r" '/Portable Computing Language/ && $2 == r' "$log" | wc -l)
+    [ "$owned" -eq 2 ] || { echo "slurm: rank $r owns $owned device(s) in the table, not 2"; fail=1; }
+    for what in "result: OK" "PASS vecadd_multi"; do
+      grep -q "^\[rank $r\] $what" "$log" || { echo "slurm: no '$what' from rank $r"; fail=1; }
+    done
   done
-done
-grep -q "^line: [^ ]*/srun " "$log" || { echo "slurm: mirrorcl run did not pick srun"; fail=1; }
-[ "$fail" -eq 0 ] || { cat "$log"; exit 1; }
-echo "slurm: PASS ($ranks ranks through srun; install $((t_install - t0)) s, daemons up $((t_up - t_install)) s, job $((t_job - t_up)) s, total $(($(date +%s) - t0)) s)"
+  grep -q "^line: [^ ]*/srun .*--mpi=$plugin " "$log" || { echo "slurm: mirrorcl run did not pick srun --mpi=$plugin"; fail=1; }
+  [ "$fail" -eq 0 ] || { cat "$log"; exit 1; }
+}
+main_job "$mirrorcl" "Open MPI" pmix
+jobs_run="Open MPI"
+mpich_mirrorcl="$root/target/mpich/release/mirrorcl"
+if [ -x "$mpich_mirrorcl" ] && [ -f "$root/target/mpich/release/libmirrorcl.so" ]; then
+  main_job "$mpich_mirrorcl" MPICH pmi2
+  jobs_run="Open MPI and MPICH"
+fi
+t_job=$(date +%s)
+echo "slurm: PASS ($ranks ranks through srun, $jobs_run; install $((t_install - t0)) s, daemons up $((t_up - t_install)) s, jobs $((t_job - t_up)) s, total $(($(date +%s) - t0)) s)"
