@@ -9,13 +9,29 @@
 #   bash benches/run.sh --parts micro --ranks 1,2,4,8 --reps 5
 #   bash benches/run.sh --quick                           # a smoke run of every part
 #
+#   bash benches/run.sh --mpi mpich --label local-mpich   # MirrorCL and twins on MPICH
+#
 # Environment: MIRRORCL_BENCH_SKIP_BUILD=1 uses what target/ already holds.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-bin=target/bench/bin
+# --mpi mpich: the library, the harness and the hand-written twins built for MPICH, in
+# MPICH's target directory (as `MIRRORCL_BUILD_MPI=mpich bash .ci/setup` builds it).
+mpi=openmpi
+prev=""
+for a in "$@"; do
+  case "$a" in --mpi=*) mpi="${a#--mpi=}" ;; esac
+  [ "$prev" = --mpi ] && mpi="$a"
+  prev="$a"
+done
+target=target
+if [ "$mpi" = mpich ]; then
+  target=target/mpich
+  export MPICC="${MPICC:-mpicc.mpich}" CARGO_TARGET_DIR="$target"
+fi
+bin="$target/bench/bin"
 if [ "${MIRRORCL_BENCH_SKIP_BUILD:-0}" != 1 ]; then
   cargo build --release -p mirrorcl -p mirrorcl-benches
   bash benches/build-programs.sh "$bin"
 fi
-exec target/release/mirrorcl-bench --bin-dir "$bin" --lib target/release/libmirrorcl.so "$@"
+exec "$target/release/mirrorcl-bench" --bin-dir "$bin" --lib "$target/release/libmirrorcl.so" "$@"

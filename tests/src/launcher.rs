@@ -22,6 +22,19 @@ pub fn mpi() -> Mpi {
     }
 }
 
+impl std::str::FromStr for Mpi {
+    type Err = String;
+
+    /// `MIRRORCL_BUILD_MPI`'s spelling: `openmpi` or `mpich`.
+    fn from_str(s: &str) -> Result<Mpi, String> {
+        match s {
+            "openmpi" => Ok(Mpi::OpenMpi),
+            "mpich" => Ok(Mpi::Mpich),
+            _ => Err(format!("{s}: use openmpi or mpich")),
+        }
+    }
+}
+
 impl Mpi {
     pub fn name(self) -> &'static str {
         match self {
@@ -62,24 +75,29 @@ impl Mpi {
         }
     }
 
-    /// What comes before the ranks' contexts: more ranks than cores, no binding, every
-    /// rank's standard output and error to files under `dir` (`rank_output`).
+    /// What comes before the ranks' contexts: `placement_args`, and every rank's standard
+    /// output and error to files under `dir` (`rank_output`).
     pub fn job_args(self, dir: &Path) -> Vec<String> {
         let dir = dir.display();
+        let mut args = self.placement_args();
         match self {
-            Mpi::OpenMpi => vec![
-                "--oversubscribe".into(),
-                "--bind-to".into(),
-                "none".into(),
-                "--output-filename".into(),
-                dir.to_string(),
-            ],
-            Mpi::Mpich => vec![
+            Mpi::OpenMpi => args.extend(["--output-filename".into(), dir.to_string()]),
+            Mpi::Mpich => args.extend([
                 "-outfile-pattern".into(),
                 format!("{dir}/rank.%r.stdout"),
                 "-errfile-pattern".into(),
                 format!("{dir}/rank.%r.stderr"),
-            ],
+            ]),
+        }
+        args
+    }
+
+    /// Any number of ranks on this machine's cores, unbound (Open MPI refuses more ranks
+    /// than cores and binds by default; Hydra does neither).
+    pub fn placement_args(self) -> Vec<String> {
+        match self {
+            Mpi::OpenMpi => vec!["--oversubscribe".into(), "--bind-to".into(), "none".into()],
+            Mpi::Mpich => Vec::new(),
         }
     }
 
@@ -130,10 +148,37 @@ impl Mpi {
     /// and a session directory of the job's own (`tmpdir`): concurrent jobs race on
     /// creating the shared one.
     pub fn prepare(self, cmd: &mut Command, tmpdir: &Path) {
+        self.allow_root(cmd);
+        if self == Mpi::OpenMpi {
+            cmd.env("OMPI_MCA_orte_tmpdir_base", tmpdir);
+        }
+    }
+
+    /// Open MPI refuses to run as root unless told twice.
+    pub fn allow_root(self, cmd: &mut Command) {
         if self == Mpi::OpenMpi {
             cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-                .env("OMPI_MCA_orte_tmpdir_base", tmpdir);
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        }
+    }
+
+    /// The MPI's description of itself, on one line, from its launcher: "mpirun (Open MPI)
+    /// 4.1.4", "MPICH 4.0.2 (Hydra)".
+    pub fn version(self) -> String {
+        let text = Command::new(self.launcher())
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        match self {
+            Mpi::OpenMpi => text.lines().next().unwrap_or_default().trim().to_string(),
+            Mpi::Mpich => {
+                let v = text
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("Version:"))
+                    .map_or("", str::trim);
+                format!("MPICH {v} (Hydra)")
+            }
         }
     }
 

@@ -97,16 +97,17 @@ struct Options {
     /// Put the summary into FILE's section for LABEL and copy the results to bench/LABEL/ beside it
     #[arg(long, value_name = "FILE")]
     docs: Option<PathBuf>,
-    /// The C programs
-    #[arg(long, value_name = "DIR", default_value = "target/bench/bin")]
-    bin_dir: PathBuf,
-    /// libmirrorcl.so
-    #[arg(
-        long,
-        value_name = "PATH",
-        default_value = "target/release/libmirrorcl.so"
-    )]
-    lib: PathBuf,
+    /// The MPI the library and the hand-written twins were built for (`MIRRORCL_BUILD_MPI`'s
+    /// spelling); its launcher starts both
+    #[arg(long, value_name = "MPI", default_value = "openmpi",
+          value_parser = ["openmpi", "mpich"])]
+    mpi: String,
+    /// The C programs (default: target/bench/bin; for MPICH target/mpich/bench/bin)
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
+    /// libmirrorcl.so (default: target/release/; for MPICH target/mpich/release/)
+    #[arg(long, value_name = "PATH")]
+    lib: Option<PathBuf>,
     /// mirrorcl-overhead (default: beside this program)
     #[arg(long, value_name = "PATH")]
     overhead_bin: Option<PathBuf>,
@@ -214,10 +215,20 @@ fn run_all(o: &Options) -> Result<(), String> {
         }
         return Ok(());
     }
+    let mpi: mirrorcl_tests::Mpi = o.mpi.parse()?;
+    let target = PathBuf::from(match mpi {
+        mirrorcl_tests::Mpi::OpenMpi => "target",
+        mirrorcl_tests::Mpi::Mpich => "target/mpich",
+    });
     let runner = Runner::new(
         o.vendor,
-        o.bin_dir.clone(),
-        o.lib.clone(),
+        mpi,
+        o.bin_dir
+            .clone()
+            .unwrap_or_else(|| target.join("bench/bin")),
+        o.lib
+            .clone()
+            .unwrap_or_else(|| target.join("release/libmirrorcl.so")),
         Duration::from_secs(o.timeout),
         &out,
     )?;

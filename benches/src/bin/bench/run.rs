@@ -1,7 +1,8 @@
 //! Starting the measured programs: natively (the vendor's platform alone, through the
-//! ICD loader) or under MirrorCL (`mpirun` with the library preloaded), each with a
-//! deadline, and describing the machine that produced the figures.
+//! ICD loader) or under MirrorCL (the MPI's launcher with the library preloaded), each
+//! with a deadline, and describing the machine that produced the figures.
 
+use mirrorcl_tests::Mpi;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -68,6 +69,9 @@ impl Vendor {
 /// Where the programs and the library are, and how to run them.
 pub struct Runner {
     pub vendor: Vendor,
+    /// The MPI the library and the hand-written twins were built for, whose launcher
+    /// starts both.
+    pub mpi: Mpi,
     pub bin_dir: PathBuf,
     pub lib: PathBuf,
     pub timeout: Duration,
@@ -86,6 +90,7 @@ pub struct Output {
 impl Runner {
     pub fn new(
         vendor: Vendor,
+        mpi: Mpi,
         bin_dir: PathBuf,
         lib: PathBuf,
         timeout: Duration,
@@ -104,6 +109,7 @@ impl Runner {
         }
         Ok(Runner {
             vendor,
+            mpi,
             bin_dir,
             lib: lib.canonicalize().map_err(|e| e.to_string())?,
             timeout,
@@ -141,7 +147,7 @@ impl Runner {
                 self.vendor.platform_match().to_string(),
             ),
         ];
-        self.mpirun(
+        self.launch(
             ranks,
             program,
             args,
@@ -169,7 +175,7 @@ impl Runner {
                 self.vendor.platform_match().to_string(),
             ),
         ];
-        self.mpirun(ranks, program, args, &own, env, &format!("mpi-{ranks}"))
+        self.launch(ranks, program, args, &own, env, &format!("mpi-{ranks}"))
     }
 
     /// One process of `program` on the vendor's platform directly, with `devices` devices.
@@ -209,7 +215,7 @@ impl Runner {
 
     /// `ranks` processes of `program`, each with one device: the way's own variables,
     /// then the caller's (which win).
-    fn mpirun(
+    fn launch(
         &self,
         ranks: usize,
         program: &str,
@@ -218,21 +224,22 @@ impl Runner {
         env: &[(String, String)],
         label: &str,
     ) -> Result<Output, String> {
-        let mut cmd = Command::new("mpirun");
-        cmd.arg("-np")
-            .arg(ranks.to_string())
-            .args(["--oversubscribe", "--bind-to", "none"]);
+        let mut cmd = Command::new(self.mpi.launcher());
+        cmd.args(self.mpi.placement_args());
         let common = [("POCL_KERNEL_CACHE".to_string(), "0".to_string())];
         let per_rank = self.vendor.device_per_rank(ranks);
-        for (k, v) in own.iter().chain(&common).chain(&per_rank).chain(env) {
-            cmd.arg("-x").arg(format!("{k}={v}"));
-        }
-        cmd.arg(self.program(program)?).args(args);
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { geteuid() } == 0 {
-            cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-        }
+        let vars: Vec<(String, String)> = own
+            .iter()
+            .chain(&common)
+            .chain(&per_rank)
+            .chain(env)
+            .cloned()
+            .collect();
+        let argv: Vec<String> = std::iter::once(self.program(program)?.display().to_string())
+            .chain(args.iter().map(|a| a.to_string()))
+            .collect();
+        cmd.args(self.mpi.context_args(ranks as u32, &vars, &argv));
+        self.mpi.allow_root(&mut cmd);
         cmd.env_remove("LD_PRELOAD");
         self.finish(cmd, &format!("{program}-{label}"), self.timeout)
     }
@@ -294,10 +301,6 @@ impl Runner {
             )),
         }
     }
-}
-
-extern "C" {
-    fn geteuid() -> u32;
 }
 
 fn tail(s: &str, lines: usize) -> String {
@@ -432,17 +435,7 @@ pub fn describe_machine(runner: &Runner) -> BTreeMap<String, String> {
     }
     m.insert("vendor_platform".into(), platform);
     m.insert("vendor_devices".into(), names.join("; "));
-    let mpi = Command::new("mpirun")
-        .arg("--version")
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string()
-        })
-        .unwrap_or_default();
+    let mpi = runner.mpi.version();
     m.insert("mpi".into(), mpi);
     m.insert(
         "date".into(),
