@@ -1,6 +1,7 @@
 //! Several hosts on one machine: each rank's host identity comes from `MIRRORCL_HOST`,
-//! set per rank by a wrapper, and OpenMPI is kept off shared memory (`btl tcp,self`,
-//! `pml ob1`), so the bytes between ranks cross TCP as between real hosts. Each "host"
+//! set per rank by a wrapper, and MPI is kept off shared memory (Open MPI: `btl tcp,self`,
+//! `pml ob1`; MPICH: every rank as if on another node, UCX over TCP), so the bytes between
+//! ranks cross TCP as between real hosts. Each "host"
 //! shows two PoCL CPU devices, split among its ranks like a node's GPUs
 //! (`MIRRORCL_CPU_DEVICES=split`).
 
@@ -9,16 +10,17 @@ use mirrorcl_tests::{check_cluster_wrapped, ClusterOutput};
 /// Rank r is on "host<r / 2>"; a rank listed in `deviceless` is on "login" and has no
 /// vendor platform at all (its ICD directory does not exist), like a login node.
 fn wrapper(deviceless: Option<u32>) -> Vec<String> {
+    let rank = mirrorcl_tests::mpi().rank_var();
     let login = deviceless.map_or(String::new(), |r| {
         format!(
-            "if [ \"$OMPI_COMM_WORLD_RANK\" = {r} ]; then \
+            "if [ \"${rank}\" = {r} ]; then \
              export MIRRORCL_HOST=login MIRRORCL_VENDORS=/nonexistent/vendors; fi; "
         )
     });
     vec![
         "sh".into(),
         "-c".into(),
-        format!("export MIRRORCL_HOST=host$((OMPI_COMM_WORLD_RANK / 2)); {login}exec \"$0\""),
+        format!("export MIRRORCL_HOST=host$(({rank} / 2)); {login}exec \"$0\""),
     ]
 }
 
@@ -31,6 +33,8 @@ fn run_on_hosts(prog: &str, ranks: u32, wrapper: &[String], expect_devices: u32)
         ("CTEST_EXPECT_DEVICES", expect.as_str()),
         ("OMPI_MCA_btl", "tcp,self"),
         ("OMPI_MCA_pml", "ob1"),
+        ("MPIR_CVAR_NOLOCAL", "1"),
+        ("UCX_TLS", "tcp,self"),
     ];
     check_cluster_wrapped(prog, &wrapper, ranks, 2, &env)
 }

@@ -248,26 +248,32 @@ impl Findings {
                 return;
             }
         };
-        for name in ["mpirun", "mpiexec"] {
-            let Some(typed) = MpiLauncher::probe(name) else {
-                continue;
-            };
-            if typed.family.is_some_and(|f| f != built) {
-                self.warn(
-                    format!(
-                        "MPI mismatch: {name} on PATH is {} ({}), but this MirrorCL is built for \
-                         {}",
-                        typed.path.display(),
-                        typed.version,
-                        built.name()
-                    ),
-                    format!(
-                        "launch with `mirrorcl run` or {} (ranks started by {name} cannot \
-                         load this library's MPI)",
-                        own.path.display()
-                    ),
-                );
-            }
+        let others: Vec<String> = ["mpirun", "mpiexec"]
+            .into_iter()
+            .filter_map(|name| {
+                let typed = MpiLauncher::probe(name)?;
+                let theirs = typed.family.filter(|f| *f != built)?;
+                Some(format!(
+                    "{name} is {} ({}, {})",
+                    typed.path.display(),
+                    typed.version,
+                    theirs.name()
+                ))
+            })
+            .collect();
+        if !others.is_empty() {
+            self.warn(
+                format!(
+                    "MPI mismatch: this MirrorCL is built for {}, but on PATH {}",
+                    built.name(),
+                    others.join(" and ")
+                ),
+                format!(
+                    "launch with `mirrorcl run` or {}: ranks of another MPI's launcher \
+                     cannot join this library's MPI",
+                    own.path.display()
+                ),
+            );
         }
     }
 
