@@ -145,7 +145,7 @@ impl Mpi {
     }
 
     /// The launcher's own environment for one job: Open MPI wants leave to run as root,
-    /// and a session directory of the job's own (`tmpdir`): concurrent jobs race on
+    /// and a temporary directory of the job's own (`tmpdir`): concurrent jobs race on
     /// creating the shared one.
     pub fn prepare(self, cmd: &mut Command, tmpdir: &Path) {
         self.allow_root(cmd);
