@@ -507,7 +507,8 @@ CT_FN cl_int ct_event_status(cl_event ev)
  * when no launcher started it. */
 CT_FN int ct_launcher_rank(void)
 {
-    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                 "MV2_COMM_WORLD_RANK", "PALS_RANKID", "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         if (v && *v)

@@ -43,12 +43,16 @@ static LAUNCH_RANK: AtomicU32 = AtomicU32::new(u32::MAX);
 /// the original standard error is: `job:rank:fd:dev:ino`.
 const HANDOFF: &str = "MIRRORCL_RANK_STDERR";
 
-/// The rank an MPI launcher gave this process, from its environment.
+/// The rank an MPI launcher gave this process, from its environment: Open MPI's, PMIx's,
+/// the PMI of Hydra and Slurm (MPICH, Intel MPI), MVAPICH's `mpirun_rsh`, Cray's PALS,
+/// then Slurm's own.
 pub fn launcher_rank() -> Option<u32> {
     [
         "OMPI_COMM_WORLD_RANK",
         "PMIX_RANK",
         "PMI_RANK",
+        "MV2_COMM_WORLD_RANK",
+        "PALS_RANKID",
         "SLURM_PROCID",
     ]
     .iter()
