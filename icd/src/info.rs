@@ -148,6 +148,7 @@ pub fn wait_list(
                 return Err(CL_INVALID_CONTEXT);
             }
         }
+        mirrorcl_runtime::objects::event::keep_while_awaited(&ev);
         out.push(ev);
     }
     Ok(out)

@@ -16,6 +16,10 @@
  *      is compared with the reference state after its turn.
  *   D. the first kernel waits on a user event that the host sets to
  *      CL_COMPLETE only after all turns have been enqueued (and flushed).
+ *   E. as D, but the program releases the user event before it sets its status
+ *      (a common sample bug): MirrorCL keeps a user event that a command waits for
+ *      until its status is set, on every rank, so the set succeeds everywhere and the
+ *      chain runs. MirrorCL only: PoCL 3.1 natively crashes on it.
  * Every result is compared bit-exactly with a CPU reference.
  */
 #include "check.h"
@@ -180,6 +184,31 @@ static void variant_user_event(void)
     report("D chain released by a user event", got, ref);
 }
 
+static void variant_user_event_released(void)
+{
+    static uint32_t got[N], ref[N];
+    cl_mem b = make_buffer();
+    cl_event user;
+    CREATE(user = clCreateUserEvent(ctx, &E));
+    cl_event prev = user;
+    for (cl_uint t = 0; t < ROUNDS * ndev; t++) {
+        cl_event ev;
+        enqueue_turn(4, t, 1, &prev, &ev);
+        if (prev != user)
+            MUST(clReleaseEvent(prev));
+        prev = ev;
+    }
+    MUST(clReleaseEvent(user));
+    MUST(clSetUserEventStatus(user, CL_COMPLETE));
+    memset(got, 0xEE, sizeof got);
+    MUST(clEnqueueReadBuffer(qs[0], b, CL_TRUE, 0, N * 4, got, 1, &prev, NULL));
+    CHECK_EQ(ct_event_status(prev), CL_COMPLETE);
+    MUST(clReleaseEvent(prev));
+    MUST(clReleaseMemObject(b));
+    ref_all(4, ref);
+    report("E user event released before its status is set", got, ref);
+}
+
 int main(void)
 {
     ct_init("cluster_turns");
@@ -201,6 +230,8 @@ int main(void)
     variant_intermediate(0);
     variant_intermediate(1);
     variant_user_event();
+    if (ct_mirrorcl())
+        variant_user_event_released();
 
     MUST(clReleaseKernel(k_turn));
     MUST(clReleaseProgram(prog));

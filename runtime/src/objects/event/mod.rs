@@ -400,6 +400,41 @@ pub fn user_event(context: Arc<Context>) -> Arc<Event> {
     Event::new(context, None, CL_COMMAND_USER, u64::MAX)
 }
 
+/// User events that a command waits for and whose status is not set yet, kept alive
+/// until it is. Vendors keep such an event with the command, so a program may release
+/// it before it sets the status (a common sample bug that every vendor accepts); a rank
+/// that left the command out, or passed it to another rank's device, holds nothing of
+/// it, and answered `CL_INVALID_EVENT` where the owner answered `CL_SUCCESS`. Every rank
+/// makes the same enqueue calls, so every rank keeps the same events.
+static AWAITED_USER_EVENTS: Mutex<Vec<Arc<Event>>> = Mutex::new(Vec::new());
+
+/// Keeps `event` while its status is unset, if it is a user event (a command's wait
+/// list names it).
+pub fn keep_while_awaited(event: &Arc<Event>) {
+    if event.command_type != CL_COMMAND_USER || event.is_done() {
+        return;
+    }
+    let mut kept = AWAITED_USER_EVENTS.lock();
+    if !kept.iter().any(|e| Arc::ptr_eq(e, event)) {
+        kept.push(event.clone());
+    }
+    drop(kept);
+    // Set meanwhile by another thread: `set_user_status` may have looked already.
+    if event.is_done() {
+        let_go_of_awaited(event);
+    }
+}
+
+fn let_go_of_awaited(event: &Arc<Event>) {
+    let released = {
+        let mut kept = AWAITED_USER_EVENTS.lock();
+        let at = kept.iter().position(|e| Arc::ptr_eq(e, event));
+        at.map(|i| kept.swap_remove(i))
+    };
+    // Dropped with the lock let go: the last reference deletes the event.
+    drop(released);
+}
+
 /// `clSetUserEventStatus`.
 pub fn set_user_status(event: &Arc<Event>, status: cl_int) -> ClResult<()> {
     if event.command_type != CL_COMMAND_USER {
@@ -412,6 +447,7 @@ pub fn set_user_status(event: &Arc<Event>, status: cl_int) -> ClResult<()> {
     if !event.finish(status) {
         return Err(CL_INVALID_OPERATION);
     }
+    let_go_of_awaited(event);
     Ok(())
 }
 
