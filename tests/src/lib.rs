@@ -958,15 +958,10 @@ pub fn run_cluster_wrapped(
         .join("\n");
     let outputs = (0..ranks)
         .map(|r| {
-            let read = |path: Option<PathBuf>| {
-                path.and_then(|p| std::fs::read_to_string(p).ok())
-                    .unwrap_or_default()
-            };
-            let files = mpi.rank_output(&out_dir, r);
-            (
-                read(files.as_ref().map(|f| f.0.clone())),
-                read(files.map(|f| f.1)),
-            )
+            let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+            mpi.rank_output(&out_dir, r)
+                .map(|(out, err)| (read(out), read(err)))
+                .unwrap_or_default()
         })
         .collect();
     let _ = std::fs::remove_dir_all(&out_dir);

@@ -432,10 +432,8 @@ fn a_program_of_the_other_mpi_ends_at_start() {
     let argv = [bin.display().to_string()];
     let tmpdir = mirrorcl_tests::mpi_tmpdir().expect("tmpdir");
     let mut cmd = std::process::Command::new(other.launcher());
-    if other == mirrorcl_tests::Mpi::OpenMpi {
-        cmd.arg("--oversubscribe");
-    }
-    cmd.args(other.context_args(2, &env, &argv))
+    cmd.args(other.placement_args())
+        .args(other.context_args(2, &env, &argv))
         .env_remove("LD_PRELOAD");
     other.prepare(&mut cmd, &tmpdir);
     let start = std::time::Instant::now();
